@@ -1,1 +1,38 @@
-//! llooma-migration
+//! Forward-only schema migrations for Llooma's database (SQLite and Postgres).
+//!
+//! Every migration is plain SQL that both engines accept, so the schema reads the same on both.
+//! Conventions that keep it portable:
+//! - ids are `TEXT` (UUIDs in their hyphenated form), never auto-increment;
+//! - timestamps are `BIGINT` milliseconds since the Unix epoch (comparable and sortable on both
+//!   engines, unlike SQLite's text dates);
+//! - secrets are `TEXT` ciphertexts produced by `llooma-vault`, never plaintext.
+//!
+//! Migrations never go down: a mistake is fixed by the next migration.
+
+use sea_orm_migration::prelude::*;
+
+pub use sea_orm_migration::MigratorTrait;
+
+mod m0001_foundation;
+
+/// The list of migrations, oldest first.
+#[derive(Debug)]
+pub struct Migrator;
+
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m0001_foundation::Migration)]
+    }
+}
+
+/// Runs each statement of a migration in order.
+pub(crate) async fn run_statements(
+    manager: &SchemaManager<'_>,
+    statements: &[&str],
+) -> Result<(), DbErr> {
+    let conn = manager.get_connection();
+    for statement in statements {
+        conn.execute_unprepared(statement).await?;
+    }
+    Ok(())
+}

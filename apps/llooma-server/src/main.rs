@@ -1,1 +1,178 @@
-fn main() {}
+//! `llooma`: the Llooma server and its administration commands.
+
+mod secret;
+mod serve;
+mod settings;
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use llooma_store::Store;
+use llooma_vault::Secret;
+
+use crate::settings::{LogFormat, Settings};
+
+#[derive(Debug, Parser)]
+#[command(name = "llooma", version, about = "A self-hosted, multi-account LLM chat server")]
+struct Cli {
+    /// A TOML settings file (also LLOOMA_CONFIG). Environment variables override it.
+    #[arg(long, short = 'c', global = true)]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the server (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Print the effective settings, secrets redacted.
+    Config,
+    /// Manage accounts from the shell.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+    /// Re-encrypt every stored secret under a new instance secret.
+    RotateSecret {
+        /// Read the new secret from this environment variable instead of generating one.
+        #[arg(long)]
+        new_secret_env: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AdminCommand {
+    /// Create an administrator account (the password is read from stdin unless --password-env).
+    Create {
+        #[arg(long)]
+        username: String,
+        #[arg(long)]
+        display_name: Option<String>,
+        /// Read the password from this environment variable.
+        #[arg(long)]
+        password_env: Option<String>,
+    },
+}
+
+/// What a command prints for the person at the terminal.
+#[expect(clippy::print_stdout, reason = "the command's own output")]
+fn say(text: &str) {
+    println!("{text}");
+}
+
+fn init_tracing(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    match settings.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Opens the database (creating the data directory for SQLite) and applies migrations.
+async fn open_store(settings: &Settings) -> anyhow::Result<Store> {
+    if settings.uses_sqlite() {
+        std::fs::create_dir_all(&settings.data_dir).with_context(|| {
+            format!("creating the data directory {}", settings.data_dir.display())
+        })?;
+    }
+    let url = settings.database_url();
+    let store = Store::connect(&url)
+        .await
+        .with_context(|| format!("opening the database {}", llooma_store::redact_url(&url)))?;
+    store.migrate().await.context("applying database migrations")?;
+    Ok(store)
+}
+
+fn read_password(password_env: Option<&str>) -> anyhow::Result<Secret> {
+    if let Some(name) = password_env {
+        return std::env::var(name)
+            .map(Secret::new)
+            .with_context(|| format!("the environment variable {name} is not set"));
+    }
+    let mut stderr = std::io::stderr();
+    let _ = write!(stderr, "Password: ");
+    let _ = stderr.flush();
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).context("reading the password from stdin")?;
+    Ok(Secret::new(line.trim_end_matches(['\r', '\n'])))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let settings = Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Config => say(settings.to_redacted_toml()?.trim_end()),
+        Command::Serve => {
+            init_tracing(&settings);
+            serve::serve(settings).await?;
+        }
+        Command::Migrate => {
+            init_tracing(&settings);
+            open_store(&settings).await?;
+            say("migrations applied");
+        }
+        Command::Admin {
+            command: AdminCommand::Create { username, display_name, password_env },
+        } => {
+            init_tracing(&settings);
+            let username = llooma_api::normalize_username(&username);
+            llooma_api::validate_username(&username).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let password = read_password(password_env.as_deref())?;
+            llooma_api::validate_password(&password).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let store = open_store(&settings).await?;
+            secret::open_vault(&settings, &store).await?;
+            let hash = llooma_api::Passwords::new(1)
+                .hash(password)
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let account = store
+                .create_admin(llooma_store::NewAccount {
+                    display_name: display_name.unwrap_or_else(|| username.clone()),
+                    username,
+                    password_hash: hash,
+                })
+                .await?;
+            say(&format!("administrator {} created", account.username));
+        }
+        Command::RotateSecret { new_secret_env } => {
+            init_tracing(&settings);
+            let new_value = match new_secret_env {
+                Some(name) => {
+                    Some(std::env::var(&name).with_context(|| format!("{name} is not set"))?)
+                }
+                None => None,
+            };
+            let store = open_store(&settings).await?;
+            say(&secret::rotate(&settings, &store, new_value).await?);
+        }
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: starting the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

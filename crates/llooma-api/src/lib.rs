@@ -1,1 +1,123 @@
-//! llooma-api
+//! Llooma's HTTP API: the axum router for `/api/v1`, health checks, sessions, CSRF and
+//! authorization.
+//!
+//! Boundaries: requests and responses are `llooma-types` shapes (or small request structs here
+//! that hold [`llooma_vault::Secret`]s, which cannot be serialized back out). Every error becomes
+//! `{"error", "message"}` in [`error`]. Every state-changing request passes two CSRF checks: the
+//! `Origin` check in [`csrf`] and, once signed in, the session's token in `X-CSRF-Token`.
+
+mod admin;
+mod auth;
+mod csrf;
+pub mod error;
+mod extract;
+mod passwords;
+mod session;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::{get, post, put};
+use llooma_store::Store;
+use llooma_vault::Vault;
+
+pub use auth::{normalize_username, validate_password, validate_username};
+pub use passwords::Passwords;
+
+/// Login throttling: failures within `window` are counted per account name and per address.
+#[derive(Clone, Debug)]
+pub struct ThrottleConfig {
+    pub window: Duration,
+    pub max_failures_per_account: u64,
+    pub max_failures_per_address: u64,
+}
+
+impl Default for ThrottleConfig {
+    fn default() -> Self {
+        ThrottleConfig {
+            window: Duration::from_secs(15 * 60),
+            max_failures_per_account: 5,
+            max_failures_per_address: 20,
+        }
+    }
+}
+
+/// What the API needs to know about the deployment.
+#[derive(Clone, Debug)]
+pub struct ApiConfig {
+    /// `scheme://host[:port]` the instance is reached at, if the operator set it. Without it,
+    /// requests are checked against their own `Host` header.
+    pub public_origin: Option<String>,
+    /// Mark cookies `Secure` (the instance is served over HTTPS).
+    pub secure_cookies: bool,
+    /// A session unused for this long ends.
+    pub session_idle: Duration,
+    /// A session ends this long after sign-in, whatever the activity.
+    pub session_absolute: Duration,
+    pub throttle: ThrottleConfig,
+    /// Take the client address from `X-Forwarded-For` (only behind a proxy you run).
+    pub trust_forwarded_for: bool,
+    pub version: String,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            public_origin: None,
+            secure_cookies: false,
+            session_idle: Duration::from_secs(7 * 24 * 3600),
+            session_absolute: Duration::from_secs(30 * 24 * 3600),
+            throttle: ThrottleConfig::default(),
+            trust_forwarded_for: false,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// Everything a handler can reach.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub store: Store,
+    pub vault: Arc<Vault>,
+    pub passwords: Passwords,
+    pub config: Arc<ApiConfig>,
+}
+
+/// The whole HTTP surface of the API (health checks included).
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/instance", get(auth::instance_info))
+        .route("/auth/register", post(auth::register))
+        .route("/auth/login", post(auth::login))
+        .route("/auth/logout", post(auth::logout))
+        .route("/me", get(auth::me))
+        .route("/me/password", post(auth::change_password))
+        .route("/admin/settings", get(admin::get_settings).patch(admin::patch_settings))
+        .route("/admin/accounts", get(admin::list_accounts))
+        .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))
+        .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))
+        .route("/admin/providers/{id}/key", put(admin::set_provider_key))
+        .fallback(|| async { error::ApiError::NotFound })
+        .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::check_origin))
+        .layer(DefaultBodyLimit::max(extract::BODY_LIMIT));
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .nest("/api/v1", api)
+        .with_state(state)
+}
+
+/// Ready when the database answers.
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready"),
+        Err(err) => {
+            tracing::warn!(error = %err, "not ready");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable")
+        }
+    }
+}

@@ -1,1 +1,217 @@
-//! llooma-store
+//! Llooma's storage: sea-orm entities and the repositories the rest of the server calls.
+//!
+//! The same code runs on SQLite (the embedded default, one file in the data directory) and on
+//! Postgres (`DATABASE_URL=postgres://...`, for several replicas). This crate and
+//! `llooma-migration` are the only ones that name sea-orm; everything above talks to [`Store`].
+//!
+//! Races are settled by the database, never by a read followed by a write: a claim is a single
+//! conditional `UPDATE ... WHERE state = expected` and whoever sees one affected row won.
+
+mod accounts;
+mod entities;
+mod instance;
+mod login_failures;
+mod providers;
+mod secrets;
+mod sessions;
+
+use std::time::Duration;
+
+use llooma_migration::MigratorTrait;
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr};
+
+pub use accounts::{Account, NewAccount, RegisterOutcome};
+pub use instance::{InstanceSettings, InstanceState};
+pub use login_failures::FailureScope;
+pub use providers::{NewProvider, Provider};
+pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
+pub use sessions::{NewSession, Session};
+
+/// Errors from the database, in words an operator can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "the database cannot be reached ({0}); check that it is running and DATABASE_URL is right"
+    )]
+    Unavailable(String),
+    #[error("that username is already taken; choose another")]
+    UsernameTaken,
+    #[error("that name is already used; choose another")]
+    NameTaken,
+    #[error("not found")]
+    NotFound,
+    #[error("stored data is inconsistent: {0}")]
+    Corrupt(String),
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+impl From<DbErr> for StoreError {
+    fn from(err: DbErr) -> Self {
+        match &err {
+            DbErr::Conn(_) | DbErr::ConnectionAcquire(_) => {
+                StoreError::Unavailable(err.to_string())
+            }
+            _ => {
+                let text = err.to_string();
+                // A dropped connection surfaces as an IO error inside a query error.
+                let lower = text.to_ascii_lowercase();
+                if lower.contains("connection refused")
+                    || lower.contains("broken pipe")
+                    || lower.contains("connection reset")
+                    || lower.contains("pool timed out")
+                    || lower.contains("terminating connection")
+                {
+                    StoreError::Unavailable(text)
+                } else {
+                    StoreError::Database(text)
+                }
+            }
+        }
+    }
+}
+
+/// True when the error is a unique-constraint violation, on either engine.
+fn is_unique_violation(err: &DbErr) -> bool {
+    let text = err.to_string().to_ascii_lowercase();
+    text.contains("unique constraint") || text.contains("duplicate key")
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Which engine a [`Store`] runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    Sqlite,
+    Postgres,
+}
+
+/// A handle on the database. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    db: DatabaseConnection,
+    engine: Engine,
+}
+
+/// Key of the Postgres advisory lock held while migrating, so replicas starting together take
+/// turns instead of racing to create the same tables.
+const MIGRATION_LOCK_KEY: i64 = 0x6c6c_6f6f_6d61;
+
+impl Store {
+    /// Opens the database at `url` (`sqlite://path?mode=rwc` or `postgres://...`).
+    pub async fn connect(url: &str) -> StoreResult<Store> {
+        let engine = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Engine::Postgres
+        } else if url.starts_with("sqlite:") {
+            Engine::Sqlite
+        } else {
+            return Err(StoreError::Unavailable(format!(
+                "unsupported database address scheme in {:?}; use sqlite://... or postgres://...",
+                redact_url(url)
+            )));
+        };
+        let mut options = ConnectOptions::new(url.to_owned());
+        options
+            .sqlx_logging(false)
+            .connect_timeout(Duration::from_secs(5))
+            .acquire_timeout(Duration::from_secs(10));
+        match engine {
+            Engine::Sqlite => {
+                // One connection: writes serialize instead of failing with SQLITE_BUSY. WAL keeps
+                // readers of other processes (the CLI) from blocking on a writer.
+                options.max_connections(1).min_connections(1).map_sqlx_sqlite_opts(|o| {
+                    o.journal_mode(SqliteJournalMode::Wal)
+                        .synchronous(SqliteSynchronous::Normal)
+                        .busy_timeout(Duration::from_secs(5))
+                        .foreign_keys(true)
+                        .create_if_missing(true)
+                });
+            }
+            Engine::Postgres => {
+                options.max_connections(16).min_connections(1);
+            }
+        }
+        let db = Database::connect(options).await?;
+        Ok(Store { db, engine })
+    }
+
+    /// Applies every pending migration. Safe to run from several processes at once.
+    pub async fn migrate(&self) -> StoreResult<()> {
+        match self.engine {
+            Engine::Sqlite => llooma_migration::Migrator::up(&self.db, None).await?,
+            Engine::Postgres => {
+                use sea_orm::TransactionTrait;
+                let txn = self.db.begin().await?;
+                txn.execute_unprepared(&format!(
+                    "SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+                ))
+                .await?;
+                llooma_migration::Migrator::up(&txn, None).await?;
+                txn.commit().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers whether the database is reachable right now.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.db.ping().await.map_err(|e| StoreError::Unavailable(e.to_string()))
+    }
+
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// Closes every connection.
+    pub async fn close(self) -> StoreResult<()> {
+        self.db.close().await?;
+        Ok(())
+    }
+
+    fn backend(&self) -> DbBackend {
+        self.db.get_database_backend()
+    }
+}
+
+/// Removes a password from a database address before it is shown anywhere.
+pub fn redact_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split(':').next().unwrap_or_default();
+                if userinfo.contains(':') {
+                    format!("{scheme}://{user}:[redacted]@{host}")
+                } else {
+                    format!("{scheme}://{user}@{host}")
+                }
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+/// Milliseconds since the Unix epoch, the one time format in the schema.
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// RFC 3339 text of a stored time.
+pub fn ms_to_rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_url_hides_the_password_only() {
+        assert_eq!(redact_url("postgres://u:pw@h:5432/db"), "postgres://u:[redacted]@h:5432/db");
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact_url("sqlite://data/x.db"), "sqlite://data/x.db");
+    }
+}

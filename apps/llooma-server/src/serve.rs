@@ -1,0 +1,106 @@
+//! `llooma serve`: open the database and the vault, start background upkeep, serve HTTP until
+//! SIGINT or SIGTERM, then let requests in flight finish.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::serve::{Listener, ListenerExt};
+use llooma_api::{ApiConfig, AppState, Passwords, ThrottleConfig};
+use llooma_store::Store;
+use tower_http::trace::TraceLayer;
+
+use crate::settings::Settings;
+
+/// How often expired sessions and old login failures are cleared.
+const UPKEEP_EVERY: Duration = Duration::from_secs(600);
+
+pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    let store = crate::open_store(&settings).await?;
+    let vault = crate::secret::open_vault(&settings, &store).await?;
+    let config = ApiConfig {
+        public_origin: settings.public_origin(),
+        secure_cookies: settings.secure_cookies(),
+        session_idle: settings.session_idle(),
+        session_absolute: settings.session_absolute(),
+        throttle: ThrottleConfig {
+            window: Duration::from_secs(settings.login_window_secs),
+            max_failures_per_account: settings.login_max_failures_per_account,
+            max_failures_per_address: settings.login_max_failures_per_address,
+        },
+        trust_forwarded_for: settings.trust_forwarded_for,
+        ..ApiConfig::default()
+    };
+    let state = AppState {
+        store: store.clone(),
+        vault: Arc::new(vault),
+        passwords: Passwords::new(settings.password_hash_concurrency),
+        config: Arc::new(config),
+    };
+    let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
+    let app = llooma_api::router(state).layer(TraceLayer::new_for_http());
+
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("listening on {}", settings.listen))?
+        // Small writes (server-sent events) must not wait for the peer's delayed ACK.
+        .tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+    let address = listener.local_addr().context("reading the bound address")?;
+    tracing::info!(database = ?store.engine(), "listening on http://{address}");
+
+    let grace = Duration::from_secs(settings.shutdown_grace_secs);
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown_signal())
+        .into_future()
+        .await
+        .context("serving HTTP")?;
+    upkeep.abort();
+    tracing::info!("stopped accepting connections; closing the database");
+    let _ = tokio::time::timeout(grace, store.close()).await;
+    tracing::info!("shut down");
+    Ok(())
+}
+
+async fn upkeep(store: Store, settings: Settings) {
+    let idle_ms = i64::try_from(settings.session_idle().as_millis()).unwrap_or(i64::MAX);
+    let window_ms =
+        i64::try_from(settings.login_window_secs.saturating_mul(1000)).unwrap_or(i64::MAX);
+    let mut tick = tokio::time::interval(UPKEEP_EVERY);
+    loop {
+        tick.tick().await;
+        let now = llooma_store::now_ms();
+        if let Err(err) = store.purge_expired_sessions(now, idle_ms).await {
+            tracing::warn!(error = %err, "clearing expired sessions failed");
+        }
+        if let Err(err) = store.purge_login_failures(now - window_ms).await {
+            tracing::warn!(error = %err, "clearing old login failures failed");
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT received; shutting down"),
+        () = terminate => tracing::info!("SIGTERM received; shutting down"),
+    }
+}

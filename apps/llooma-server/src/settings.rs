@@ -1,0 +1,300 @@
+//! The one typed `Settings`: defaults, then an optional TOML file, then environment variables.
+//!
+//! Environment names are `LLOOMA_<FIELD>` in upper case, plus the names the product documents:
+//! `DATABASE_URL`, `MCP_ALLOWED_ORIGINS`, `FETCH_ALLOWED_ORIGINS`, `BOT_ALLOWED_ORIGINS`. The
+//! instance secret comes only from the environment (`LLOOMA_SECRET`) or a file, never from the
+//! TOML file, so a config kept in git cannot carry it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use llooma_vault::Secret;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Address and port to listen on.
+    pub listen: SocketAddr,
+    /// Where the SQLite database and the generated instance secret live.
+    pub data_dir: PathBuf,
+    /// `postgres://...` to use Postgres; unset means SQLite in the data directory.
+    pub database_url: Option<String>,
+    /// The address people use to reach the instance, e.g. `https://chat.example.org`.
+    pub public_url: Option<String>,
+    /// File holding the instance secret; defaults to `<data_dir>/instance-secret`.
+    pub secret_file: Option<PathBuf>,
+    pub log_format: LogFormat,
+    /// A tracing filter such as `info` or `llooma=debug,info`.
+    pub log_filter: String,
+    pub session_idle_secs: u64,
+    pub session_absolute_secs: u64,
+    pub login_window_secs: u64,
+    pub login_max_failures_per_account: u64,
+    pub login_max_failures_per_address: u64,
+    /// Take the client address from `X-Forwarded-For`: only behind a proxy you run.
+    pub trust_forwarded_for: bool,
+    /// Password hashes computed at once (each takes ~19 MiB for tens of milliseconds).
+    pub password_hash_concurrency: usize,
+    pub mcp_allowed_origins: Option<String>,
+    pub fetch_allowed_origins: Option<String>,
+    pub bot_allowed_origins: Option<String>,
+    pub shutdown_grace_secs: u64,
+    /// From `LLOOMA_SECRET` only.
+    #[serde(skip)]
+    pub secret: Option<Secret>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("data"),
+            database_url: None,
+            public_url: None,
+            secret_file: None,
+            log_format: LogFormat::Text,
+            log_filter: "info".into(),
+            session_idle_secs: 7 * 24 * 3600,
+            session_absolute_secs: 30 * 24 * 3600,
+            login_window_secs: 15 * 60,
+            login_max_failures_per_account: 5,
+            login_max_failures_per_address: 20,
+            trust_forwarded_for: false,
+            password_hash_concurrency: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            mcp_allowed_origins: None,
+            fetch_allowed_origins: None,
+            bot_allowed_origins: None,
+            shutdown_grace_secs: 10,
+            secret: None,
+        }
+    }
+}
+
+fn parse<T: std::str::FromStr>(name: &str, value: &str) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    value.trim().parse().map_err(|e| anyhow::anyhow!("{name}={value:?} is not valid: {e}"))
+}
+
+fn parse_bool(name: &str, value: &str) -> anyhow::Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => bail!("{name}={value:?} is not valid: use true or false"),
+    }
+}
+
+impl Settings {
+    /// Defaults, then the TOML file (if any), then the environment.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> anyhow::Result<Settings> {
+        let file = file.map(Path::to_path_buf).or_else(|| env("LLOOMA_CONFIG").map(PathBuf::from));
+        let mut settings = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading the settings file {}", path.display()))?;
+                toml::from_str(&text)
+                    .with_context(|| format!("the settings file {} is not valid", path.display()))?
+            }
+            None => Settings::default(),
+        };
+        settings.apply_env(env)?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        let get = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        if let Some(v) = get("LLOOMA_LISTEN") {
+            self.listen = parse("LLOOMA_LISTEN", &v)?;
+        }
+        if let Some(v) = get("LLOOMA_DATA_DIR") {
+            self.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = get("DATABASE_URL").or_else(|| get("LLOOMA_DATABASE_URL")) {
+            self.database_url = Some(v);
+        }
+        if let Some(v) = get("LLOOMA_PUBLIC_URL") {
+            self.public_url = Some(v);
+        }
+        if let Some(v) = get("LLOOMA_SECRET_FILE") {
+            self.secret_file = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("LLOOMA_LOG_FORMAT") {
+            self.log_format = match v.trim() {
+                "text" => LogFormat::Text,
+                "json" => LogFormat::Json,
+                other => bail!("LLOOMA_LOG_FORMAT={other:?} is not valid: use text or json"),
+            };
+        }
+        if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
+            self.log_filter = v;
+        }
+        let numbers: [(&str, &mut u64); 6] = [
+            ("LLOOMA_SESSION_IDLE_SECS", &mut self.session_idle_secs),
+            ("LLOOMA_SESSION_ABSOLUTE_SECS", &mut self.session_absolute_secs),
+            ("LLOOMA_LOGIN_WINDOW_SECS", &mut self.login_window_secs),
+            ("LLOOMA_LOGIN_MAX_FAILURES_PER_ACCOUNT", &mut self.login_max_failures_per_account),
+            ("LLOOMA_LOGIN_MAX_FAILURES_PER_ADDRESS", &mut self.login_max_failures_per_address),
+            ("LLOOMA_SHUTDOWN_GRACE_SECS", &mut self.shutdown_grace_secs),
+        ];
+        for (name, field) in numbers {
+            if let Some(v) = get(name) {
+                *field = parse(name, &v)?;
+            }
+        }
+        if let Some(v) = get("LLOOMA_PASSWORD_HASH_CONCURRENCY") {
+            self.password_hash_concurrency = parse("LLOOMA_PASSWORD_HASH_CONCURRENCY", &v)?;
+        }
+        if let Some(v) = get("LLOOMA_TRUST_FORWARDED_FOR") {
+            self.trust_forwarded_for = parse_bool("LLOOMA_TRUST_FORWARDED_FOR", &v)?;
+        }
+        if let Some(v) = get("MCP_ALLOWED_ORIGINS") {
+            self.mcp_allowed_origins = Some(v);
+        }
+        if let Some(v) = get("FETCH_ALLOWED_ORIGINS") {
+            self.fetch_allowed_origins = Some(v);
+        }
+        if let Some(v) = get("BOT_ALLOWED_ORIGINS") {
+            self.bot_allowed_origins = Some(v);
+        }
+        if let Some(v) = env("LLOOMA_SECRET").filter(|v| !v.is_empty()) {
+            self.secret = Some(Secret::new(v));
+        }
+        Ok(())
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        if let Some(url) = &self.public_url {
+            let parsed = url::Url::parse(url)
+                .with_context(|| format!("LLOOMA_PUBLIC_URL={url:?} is not a URL"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                bail!("LLOOMA_PUBLIC_URL must start with http:// or https://");
+            }
+        }
+        if self.session_idle_secs == 0 || self.session_absolute_secs == 0 {
+            bail!("session lifetimes must be at least one second");
+        }
+        if self.login_max_failures_per_account == 0 || self.login_max_failures_per_address == 0 {
+            bail!("login failure limits must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// The database address: the configured one, or SQLite in the data directory.
+    pub fn database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!("sqlite://{}?mode=rwc", self.data_dir.join("llooma.db").display()),
+        }
+    }
+
+    pub fn uses_sqlite(&self) -> bool {
+        self.database_url.is_none()
+            || self.database_url.as_deref().is_some_and(|u| u.starts_with("sqlite:"))
+    }
+
+    pub fn secret_file(&self) -> PathBuf {
+        self.secret_file.clone().unwrap_or_else(|| self.data_dir.join("instance-secret"))
+    }
+
+    /// `scheme://host[:port]` of the public address, if one is set.
+    pub fn public_origin(&self) -> Option<String> {
+        let url = url::Url::parse(self.public_url.as_deref()?).ok()?;
+        Some(url.origin().ascii_serialization())
+    }
+
+    pub fn secure_cookies(&self) -> bool {
+        self.public_url.as_deref().is_some_and(|u| u.starts_with("https://"))
+    }
+
+    pub fn session_idle(&self) -> Duration {
+        Duration::from_secs(self.session_idle_secs)
+    }
+
+    pub fn session_absolute(&self) -> Duration {
+        Duration::from_secs(self.session_absolute_secs)
+    }
+
+    /// The settings as TOML, with every secret replaced by whether it is set.
+    pub fn to_redacted_toml(&self) -> anyhow::Result<String> {
+        let mut shown = self.clone();
+        shown.database_url = Some(llooma_store::redact_url(&self.database_url()));
+        let mut text = toml::to_string_pretty(&shown).context("rendering the settings")?;
+        text.push_str(&format!(
+            "# instance secret: {}\n",
+            if self.secret.is_some() {
+                "from LLOOMA_SECRET [redacted]".to_owned()
+            } else {
+                format!("from the file {}", self.secret_file().display())
+            }
+        ));
+        Ok(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn environment_overrides_the_file_which_overrides_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("llooma.toml");
+        std::fs::write(&file, "listen = \"127.0.0.1:9000\"\nlog_filter = \"debug\"\n").unwrap();
+        let settings =
+            Settings::load(Some(&file), env_of(&[("LLOOMA_LISTEN", "0.0.0.0:7000")])).unwrap();
+        assert_eq!(settings.listen.port(), 7000);
+        assert_eq!(settings.log_filter, "debug");
+        assert_eq!(settings.session_idle_secs, 7 * 24 * 3600);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_refused_with_their_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("llooma.toml");
+        std::fs::write(&file, "lisen = \"127.0.0.1:9000\"\n").unwrap();
+        let err = Settings::load(Some(&file), env_of(&[])).unwrap_err();
+        assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+        let err =
+            Settings::load(None, env_of(&[("LLOOMA_SESSION_IDLE_SECS", "soon")])).unwrap_err();
+        assert!(err.to_string().contains("LLOOMA_SESSION_IDLE_SECS"), "{err}");
+    }
+
+    #[test]
+    fn the_printed_config_never_shows_a_password_or_the_secret() {
+        let settings = Settings::load(
+            None,
+            env_of(&[
+                ("DATABASE_URL", "postgres://app:hunter2hunter2@db/llooma"),
+                ("LLOOMA_SECRET", "s3cr3t-s3cr3t-s3cr3t-s3cr3t-s3cr3t-42"),
+            ]),
+        )
+        .unwrap();
+        let text = settings.to_redacted_toml().unwrap();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(!text.contains("s3cr3t"), "{text}");
+        assert!(text.contains("postgres://app:[redacted]@db/llooma"), "{text}");
+    }
+}

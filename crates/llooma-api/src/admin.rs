@@ -1,0 +1,153 @@
+//! Administrators only: instance settings, accounts, model providers.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use llooma_store::{NewProvider, Provider};
+use llooma_types::{AccountView, InstanceSettingsPatch, InstanceSettingsView, ProviderView};
+use llooma_vault::{Secret, SecretContext};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::session::{Admin, account_view};
+
+const PROVIDERS_TABLE: &str = "providers";
+const PROVIDER_KEY_COLUMN: &str = "api_key_ciphertext";
+
+pub async fn get_settings(
+    State(state): State<AppState>,
+    _admin: Admin,
+) -> Result<Json<InstanceSettingsView>, ApiError> {
+    let settings = state.store.instance_settings().await?;
+    Ok(Json(InstanceSettingsView {
+        registration_open: settings.registration_open,
+        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
+    }))
+}
+
+pub async fn patch_settings(
+    State(state): State<AppState>,
+    Admin(admin): Admin,
+    ApiJson(patch): ApiJson<InstanceSettingsPatch>,
+) -> Result<Json<InstanceSettingsView>, ApiError> {
+    let settings = state
+        .store
+        .update_instance_settings(patch.registration_open, patch.users_can_add_mcp_servers)
+        .await?;
+    tracing::info!(admin = %admin.account.id, ?patch, "instance settings changed");
+    Ok(Json(InstanceSettingsView {
+        registration_open: settings.registration_open,
+        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
+    }))
+}
+
+pub async fn list_accounts(
+    State(state): State<AppState>,
+    _admin: Admin,
+) -> Result<Json<Vec<AccountView>>, ApiError> {
+    Ok(Json(state.store.list_accounts().await?.iter().map(account_view).collect()))
+}
+
+fn provider_view(provider: &Provider) -> ProviderView {
+    ProviderView {
+        id: provider.id.clone(),
+        name: provider.name.clone(),
+        base_url: provider.base_url.clone(),
+        has_key: provider.api_key_ciphertext.is_some(),
+        created_at: llooma_store::ms_to_rfc3339(provider.created_at_ms),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewProviderRequest {
+    name: String,
+    base_url: String,
+    api_key: Option<Secret>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderKeyRequest {
+    /// The new key, or null to remove it.
+    api_key: Option<Secret>,
+}
+
+fn encrypt_key(state: &AppState, provider_id: &str, key: &Secret) -> Result<String, ApiError> {
+    state
+        .vault
+        .encrypt(SecretContext::new(PROVIDERS_TABLE, PROVIDER_KEY_COLUMN, provider_id), key)
+        .map_err(|e| ApiError::Internal(format!("encrypting a provider key: {e}")))
+}
+
+fn validate_base_url(raw: &str) -> Result<String, ApiError> {
+    let parsed = url::Url::parse(raw.trim()).map_err(|e| {
+        ApiError::bad_request("invalid_url", format!("The base address is not a valid URL ({e})."))
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https")
+        || !parsed.username().is_empty()
+        || parsed.password().is_some()
+    {
+        return Err(ApiError::bad_request(
+            "invalid_url",
+            "The base address must be http:// or https:// and carry no user name or password (put the key in its own field).",
+        ));
+    }
+    Ok(parsed.to_string())
+}
+
+pub async fn list_providers(
+    State(state): State<AppState>,
+    _admin: Admin,
+) -> Result<Json<Vec<ProviderView>>, ApiError> {
+    Ok(Json(state.store.list_providers().await?.iter().map(provider_view).collect()))
+}
+
+pub async fn create_provider(
+    State(state): State<AppState>,
+    _admin: Admin,
+    ApiJson(body): ApiJson<NewProviderRequest>,
+) -> Result<(StatusCode, Json<ProviderView>), ApiError> {
+    let name = body.name.trim().to_owned();
+    if name.is_empty() || name.chars().count() > 100 {
+        return Err(ApiError::bad_request(
+            "invalid_name",
+            "A provider name has 1 to 100 characters.",
+        ));
+    }
+    let base_url = validate_base_url(&body.base_url)?;
+    let id = uuid::Uuid::new_v4().to_string();
+    let api_key_ciphertext = match body.api_key.filter(|k| !k.expose().is_empty()) {
+        Some(key) => Some(encrypt_key(&state, &id, &key)?),
+        None => None,
+    };
+    let provider =
+        state.store.create_provider(NewProvider { id, name, base_url, api_key_ciphertext }).await?;
+    Ok((StatusCode::CREATED, Json(provider_view(&provider))))
+}
+
+pub async fn set_provider_key(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ProviderKeyRequest>,
+) -> Result<Json<ProviderView>, ApiError> {
+    let ciphertext = match body.api_key.filter(|k| !k.expose().is_empty()) {
+        Some(key) => Some(encrypt_key(&state, &id, &key)?),
+        None => None,
+    };
+    state.store.set_provider_key(&id, ciphertext).await?;
+    let provider = state.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(provider_view(&provider)))
+}
+
+pub async fn delete_provider(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.store.delete_provider(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

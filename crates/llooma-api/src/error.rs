@@ -1,0 +1,133 @@
+//! The API's one error type, and the one place errors become status codes.
+//!
+//! Bodies are always `{"error": code, "message": text}`. Upstream bodies, SQL and secrets are
+//! never echoed: internal failures are logged and answered with a generic sentence.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use llooma_store::StoreError;
+use llooma_types::ErrorBody;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message}")]
+    BadRequest { code: &'static str, message: String },
+    #[error("sign in first")]
+    Unauthenticated,
+    /// The same answer for an unknown account and a wrong password.
+    #[error("wrong username or password")]
+    InvalidCredentials,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Csrf(String),
+    #[error("not found")]
+    NotFound,
+    #[error("{message}")]
+    Conflict { code: &'static str, message: String },
+    #[error("the request body is larger than the limit of {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    #[error("send the body as JSON with Content-Type: application/json")]
+    UnsupportedMediaType,
+    #[error("too many failed sign-in attempts")]
+    TooManyAttempts { retry_after_secs: u64 },
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
+        ApiError::BadRequest { code, message: message.into() }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Unavailable(detail) => {
+                tracing::error!(%detail, "database unavailable");
+                ApiError::Unavailable(
+                    "The database cannot be reached right now. Nothing was changed; try again in a moment."
+                        .into(),
+                )
+            }
+            StoreError::UsernameTaken => ApiError::Conflict {
+                code: "username_taken",
+                message: "That username is already taken; choose another.".into(),
+            },
+            StoreError::NameTaken => ApiError::Conflict {
+                code: "name_taken",
+                message: "That name is already used; choose another.".into(),
+            },
+            StoreError::NotFound => ApiError::NotFound,
+            other => ApiError::Internal(other.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = match &self {
+            ApiError::BadRequest { code, message } => {
+                (StatusCode::BAD_REQUEST, *code, message.clone())
+            }
+            ApiError::Unauthenticated => (
+                StatusCode::UNAUTHORIZED,
+                "unauthenticated",
+                "You are not signed in, or your session has ended. Sign in and try again.".into(),
+            ),
+            ApiError::InvalidCredentials => (
+                StatusCode::UNAUTHORIZED,
+                "invalid_credentials",
+                "The username or the password is wrong.".into(),
+            ),
+            ApiError::Forbidden(message) => (StatusCode::FORBIDDEN, "forbidden", message.clone()),
+            ApiError::Csrf(message) => (StatusCode::FORBIDDEN, "csrf", message.clone()),
+            ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "Nothing is here.".into()),
+            ApiError::Conflict { code, message } => (StatusCode::CONFLICT, *code, message.clone()),
+            ApiError::PayloadTooLarge { limit } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("The request body is larger than the limit of {limit} bytes."),
+            ),
+            ApiError::UnsupportedMediaType => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "Send the body as JSON with the header Content-Type: application/json.".into(),
+            ),
+            ApiError::TooManyAttempts { retry_after_secs } => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_attempts",
+                format!(
+                    "Too many failed sign-in attempts. Wait {} and try again.",
+                    human_wait(*retry_after_secs)
+                ),
+            ),
+            ApiError::Unavailable(message) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "unavailable", message.clone())
+            }
+            ApiError::Internal(detail) => {
+                tracing::error!(%detail, "internal error");
+                (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "Something went wrong on the server. It has been logged; try again.".into(),
+                )
+            }
+        };
+        let mut response =
+            (status, axum::Json(ErrorBody { error: code.to_owned(), message })).into_response();
+        if let ApiError::TooManyAttempts { retry_after_secs } = self
+            && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
+
+fn human_wait(secs: u64) -> String {
+    if secs <= 60 { "a minute".to_owned() } else { format!("{} minutes", secs.div_ceil(60)) }
+}

@@ -1,0 +1,190 @@
+//! Sessions: the cookie, the signed-in extractors, and the second CSRF check (the session's token
+//! in `X-CSRF-Token` on every state-changing request).
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, header};
+use base64::Engine as _;
+use llooma_store::{Account, NewSession, Session};
+use llooma_types::{AccountView, Role, SessionView};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+pub const COOKIE_NAME: &str = "llooma_session";
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// Activity is written back at most this often per session, not on every request.
+const TOUCH_EVERY_MS: i64 = 60_000;
+
+fn random_token() -> Result<String, ApiError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| ApiError::Internal(format!("random source: {e}")))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+pub fn token_hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+pub fn account_view(account: &Account) -> AccountView {
+    AccountView {
+        id: account.id.clone(),
+        username: account.username.clone(),
+        display_name: account.display_name.clone(),
+        role: account.role,
+        created_at: llooma_store::ms_to_rfc3339(account.created_at_ms),
+    }
+}
+
+fn cookie(state: &AppState, value: &str, max_age_secs: u64) -> Result<HeaderValue, ApiError> {
+    let secure = if state.config.secure_cookies { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!(
+        "{COOKIE_NAME}={value}; Path=/; HttpOnly; SameSite=Lax; Max-Age={max_age_secs}{secure}"
+    ))
+    .map_err(|e| ApiError::Internal(format!("cookie header: {e}")))
+}
+
+/// A `Set-Cookie` value that removes the session cookie.
+pub fn clearing_cookie(state: &AppState) -> Result<HeaderValue, ApiError> {
+    cookie(state, "", 0)
+}
+
+/// Opens a new session (always a new id: nothing a visitor had before sign-in is reused).
+pub async fn start(
+    state: &AppState,
+    account: &Account,
+    client: &ClientInfo,
+) -> Result<(SessionView, HeaderValue), ApiError> {
+    let token = random_token()?;
+    let csrf_token = random_token()?;
+    let now = llooma_store::now_ms();
+    let absolute = state.config.session_absolute;
+    state
+        .store
+        .create_session(NewSession {
+            token_hash: token_hash(&token),
+            account_id: account.id.clone(),
+            csrf_token: csrf_token.clone(),
+            now_ms: now,
+            expires_at_ms: now
+                .saturating_add(i64::try_from(absolute.as_millis()).unwrap_or(i64::MAX)),
+            client_addr: Some(client.addr.clone()),
+            user_agent: client.user_agent.clone(),
+        })
+        .await?;
+    let set_cookie = cookie(state, &token, absolute.as_secs())?;
+    Ok((SessionView { account: account_view(account), csrf_token }, set_cookie))
+}
+
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE_NAME)
+        .map(|(_, value)| value)
+        .filter(|value| !value.is_empty())
+}
+
+/// A request from a signed-in account. On a state-changing method it has also presented the
+/// session's CSRF token.
+#[derive(Debug)]
+pub struct SignedIn {
+    pub account: Account,
+    pub session: Session,
+}
+
+impl FromRequestParts<AppState> for SignedIn {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = session_cookie(&parts.headers).ok_or(ApiError::Unauthenticated)?;
+        let hash = token_hash(token);
+        let session =
+            state.store.session_by_token_hash(&hash).await?.ok_or(ApiError::Unauthenticated)?;
+        let now = llooma_store::now_ms();
+        let idle_ms = i64::try_from(state.config.session_idle.as_millis()).unwrap_or(i64::MAX);
+        if now >= session.expires_at_ms || now.saturating_sub(session.last_seen_at_ms) >= idle_ms {
+            state.store.delete_session(&hash).await?;
+            return Err(ApiError::Unauthenticated);
+        }
+        if !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+            let presented =
+                parts.headers.get(CSRF_HEADER).map(HeaderValue::as_bytes).unwrap_or(b"");
+            if !bool::from(presented.ct_eq(session.csrf_token.as_bytes())) {
+                return Err(ApiError::Csrf(
+                    "This request is missing the CSRF token of your session (header X-CSRF-Token). \
+                     Reload the page and try again."
+                        .into(),
+                ));
+            }
+        }
+        let account = state
+            .store
+            .account_by_id(&session.account_id)
+            .await?
+            .ok_or(ApiError::Unauthenticated)?;
+        if now - session.last_seen_at_ms >= TOUCH_EVERY_MS.min(idle_ms / 4) {
+            state.store.touch_session(&hash, now).await?;
+        }
+        Ok(SignedIn { account, session })
+    }
+}
+
+/// A signed-in administrator.
+#[derive(Debug)]
+pub struct Admin(pub SignedIn);
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let signed_in = SignedIn::from_request_parts(parts, state).await?;
+        if signed_in.account.role != Role::Admin {
+            return Err(ApiError::Forbidden("Only administrators can do this.".into()));
+        }
+        Ok(Admin(signed_in))
+    }
+}
+
+/// Where a request came from, for throttling and the session record.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    pub addr: String,
+    pub user_agent: Option<String>,
+}
+
+impl FromRequestParts<AppState> for ClientInfo {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let peer = parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| addr.ip().to_string());
+        let forwarded = if state.config.trust_forwarded_for {
+            parts
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(',').next())
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        } else {
+            None
+        };
+        let user_agent = parts
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.chars().take(200).collect());
+        Ok(ClientInfo { addr: forwarded.or(peer).unwrap_or_else(|| "unknown".into()), user_agent })
+    }
+}

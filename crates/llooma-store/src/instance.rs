@@ -1,0 +1,79 @@
+//! The instance's single rows: its state (first-run claim, vault canary) and its settings.
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+
+use crate::entities::{instance_settings, instance_state};
+use crate::{Store, StoreError, StoreResult, now_ms};
+
+const ROW: i32 = 1;
+
+/// Facts about the instance that no person edits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceState {
+    /// True once the first account (the administrator) exists.
+    pub setup_complete: bool,
+    /// A known value encrypted with the instance secret, to detect a secret that does not match.
+    pub vault_canary: Option<String>,
+}
+
+/// What administrators decide for the whole instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InstanceSettings {
+    pub registration_open: bool,
+    pub users_can_add_mcp_servers: bool,
+}
+
+impl Store {
+    pub async fn instance_state(&self) -> StoreResult<InstanceState> {
+        let row = instance_state::Entity::find_by_id(ROW)
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("the instance_state row is missing".into()))?;
+        Ok(InstanceState { setup_complete: row.setup_complete, vault_canary: row.vault_canary })
+    }
+
+    /// Stores the canary unless one is already there; returns whether this call stored it.
+    pub async fn set_vault_canary_if_absent(&self, canary: &str) -> StoreResult<bool> {
+        let result = instance_state::Entity::update_many()
+            .col_expr(instance_state::Column::VaultCanary, Expr::value(canary))
+            .col_expr(instance_state::Column::UpdatedAtMs, Expr::value(now_ms()))
+            .filter(instance_state::Column::Id.eq(ROW))
+            .filter(instance_state::Column::VaultCanary.is_null())
+            .exec(&self.db)
+            .await?;
+        Ok(result.rows_affected == 1)
+    }
+
+    pub async fn instance_settings(&self) -> StoreResult<InstanceSettings> {
+        let row = instance_settings::Entity::find_by_id(ROW)
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("the instance_settings row is missing".into()))?;
+        Ok(InstanceSettings {
+            registration_open: row.registration_open,
+            users_can_add_mcp_servers: row.users_can_add_mcp_servers,
+        })
+    }
+
+    /// Changes the given settings and returns the result.
+    pub async fn update_instance_settings(
+        &self,
+        registration_open: Option<bool>,
+        users_can_add_mcp_servers: Option<bool>,
+    ) -> StoreResult<InstanceSettings> {
+        let mut row = instance_settings::ActiveModel {
+            id: Set(ROW),
+            updated_at_ms: Set(now_ms()),
+            ..Default::default()
+        };
+        if let Some(value) = registration_open {
+            row.registration_open = Set(value);
+        }
+        if let Some(value) = users_can_add_mcp_servers {
+            row.users_can_add_mcp_servers = Set(value);
+        }
+        row.update(&self.db).await?;
+        self.instance_settings().await
+    }
+}

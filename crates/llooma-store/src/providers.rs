@@ -1,0 +1,104 @@
+//! Model providers, configured by administrators. The API key is stored as a vault ciphertext
+//! made by the caller; this module never sees a plaintext key.
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+
+use crate::entities::providers;
+use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
+
+/// A provider as stored.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Provider {
+    pub id: String,
+    pub name: String,
+    pub base_url: String,
+    pub api_key_ciphertext: Option<String>,
+    pub created_at_ms: i64,
+}
+
+impl std::fmt::Debug for Provider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("has_key", &self.api_key_ciphertext.is_some())
+            .finish()
+    }
+}
+
+/// What is needed to add a provider. The id is chosen by the caller because the key's
+/// ciphertext is bound to it.
+#[derive(Clone)]
+pub struct NewProvider {
+    pub id: String,
+    pub name: String,
+    pub base_url: String,
+    pub api_key_ciphertext: Option<String>,
+}
+
+impl std::fmt::Debug for NewProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewProvider").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+fn from_model(model: providers::Model) -> Provider {
+    Provider {
+        id: model.id,
+        name: model.name,
+        base_url: model.base_url,
+        api_key_ciphertext: model.api_key_ciphertext,
+        created_at_ms: model.created_at_ms,
+    }
+}
+
+impl Store {
+    pub async fn create_provider(&self, new: NewProvider) -> StoreResult<Provider> {
+        let now = now_ms();
+        let model = providers::ActiveModel {
+            id: Set(new.id),
+            name: Set(new.name),
+            base_url: Set(new.base_url),
+            api_key_ciphertext: Set(new.api_key_ciphertext),
+            created_at_ms: Set(now),
+            updated_at_ms: Set(now),
+        };
+        match model.insert(&self.db).await {
+            Ok(model) => Ok(from_model(model)),
+            Err(err) if is_unique_violation(&err) => Err(StoreError::NameTaken),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    pub async fn list_providers(&self) -> StoreResult<Vec<Provider>> {
+        Ok(providers::Entity::find()
+            .order_by_asc(providers::Column::Name)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(from_model)
+            .collect())
+    }
+
+    pub async fn provider(&self, id: &str) -> StoreResult<Option<Provider>> {
+        Ok(providers::Entity::find_by_id(id.to_owned()).one(&self.db).await?.map(from_model))
+    }
+
+    /// Replaces (or with `None`, removes) the key of a provider.
+    pub async fn set_provider_key(&self, id: &str, ciphertext: Option<String>) -> StoreResult<()> {
+        let result = providers::Entity::update_many()
+            .col_expr(providers::Column::ApiKeyCiphertext, Expr::value(ciphertext))
+            .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
+            .filter(providers::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    pub async fn delete_provider(&self, id: &str) -> StoreResult<()> {
+        let result = providers::Entity::delete_by_id(id.to_owned()).exec(&self.db).await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+}

@@ -1,0 +1,106 @@
+//! Sign-in sessions. The cookie carries a random token; only its SHA-256 is stored, so a copy of
+//! the database does not let anyone sign in.
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
+
+use crate::entities::sessions;
+use crate::{Store, StoreResult};
+
+/// A stored session.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Session {
+    pub token_hash: String,
+    pub account_id: String,
+    pub csrf_token: String,
+    pub created_at_ms: i64,
+    pub last_seen_at_ms: i64,
+    /// The absolute end, whatever the activity.
+    pub expires_at_ms: i64,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("account_id", &self.account_id)
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What is needed to open a session.
+#[derive(Clone)]
+pub struct NewSession {
+    pub token_hash: String,
+    pub account_id: String,
+    pub csrf_token: String,
+    pub now_ms: i64,
+    pub expires_at_ms: i64,
+    pub client_addr: Option<String>,
+    pub user_agent: Option<String>,
+}
+
+impl std::fmt::Debug for NewSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewSession").field("account_id", &self.account_id).finish_non_exhaustive()
+    }
+}
+
+fn from_model(model: sessions::Model) -> Session {
+    Session {
+        token_hash: model.token_hash,
+        account_id: model.account_id,
+        csrf_token: model.csrf_token,
+        created_at_ms: model.created_at_ms,
+        last_seen_at_ms: model.last_seen_at_ms,
+        expires_at_ms: model.expires_at_ms,
+    }
+}
+
+impl Store {
+    pub async fn create_session(&self, new: NewSession) -> StoreResult<Session> {
+        let model = sessions::ActiveModel {
+            token_hash: Set(new.token_hash),
+            account_id: Set(new.account_id),
+            csrf_token: Set(new.csrf_token),
+            created_at_ms: Set(new.now_ms),
+            last_seen_at_ms: Set(new.now_ms),
+            expires_at_ms: Set(new.expires_at_ms),
+            client_addr: Set(new.client_addr),
+            user_agent: Set(new.user_agent),
+        };
+        Ok(from_model(model.insert(&self.db).await?))
+    }
+
+    pub async fn session_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Session>> {
+        Ok(sessions::Entity::find_by_id(token_hash.to_owned()).one(&self.db).await?.map(from_model))
+    }
+
+    /// Records activity on a session (moves its idle deadline).
+    pub async fn touch_session(&self, token_hash: &str, now_ms: i64) -> StoreResult<()> {
+        sessions::Entity::update_many()
+            .col_expr(sessions::Column::LastSeenAtMs, Expr::value(now_ms))
+            .filter(sessions::Column::TokenHash.eq(token_hash))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn delete_session(&self, token_hash: &str) -> StoreResult<()> {
+        sessions::Entity::delete_by_id(token_hash.to_owned()).exec(&self.db).await?;
+        Ok(())
+    }
+
+    /// Removes sessions past their absolute end or idle for longer than `idle_ms`.
+    pub async fn purge_expired_sessions(&self, now_ms: i64, idle_ms: i64) -> StoreResult<u64> {
+        let result = sessions::Entity::delete_many()
+            .filter(
+                Condition::any()
+                    .add(sessions::Column::ExpiresAtMs.lte(now_ms))
+                    .add(sessions::Column::LastSeenAtMs.lte(now_ms - idle_ms)),
+            )
+            .exec(&self.db)
+            .await?;
+        Ok(result.rows_affected)
+    }
+}
