@@ -1,1 +1,1 @@
-//! llooma-e2e
+//! End-to-end tests of the `llooma` binary live in `e2e/`; this library is intentionally empty.

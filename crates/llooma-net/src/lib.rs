@@ -1,1 +1,30 @@
-//! llooma-net
+//! The one outbound HTTP client of Llooma. It enforces the decisions of `llooma-policy`.
+//!
+//! Where each rule is enforced, and why there:
+//! - **Every connection** goes through a connector layer ([`NetClient::reqwest_client`] included)
+//!   that decides on the destination's scheme, host and port before any socket is opened. This
+//!   is the only place that sees IP-literal hosts: reqwest never asks a resolver about them.
+//! - **Every host name** is resolved through a checking wrapper around the [`Resolver`]: each
+//!   address is checked and exactly the checked addresses go to the connector, so the
+//!   connection is pinned to what was checked and no second lookup can rebind it.
+//! - **Every redirect hop** is re-checked (at most [`MAX_REDIRECTS`], never https to http).
+//! - **No proxy** is taken from the environment: a proxy would make the connector see the
+//!   proxy's address instead of the destination's.
+//! - **Time and size**: connect and total timeouts, and a cap on the response body that also
+//!   holds for bodies read chunk by chunk ([`NetResponse::chunk`]).
+//!
+//! Nothing else in the workspace should build a `reqwest::Client`; get one from
+//! [`NetClient::reqwest_client`] when a library (rmcp) needs the raw type.
+
+mod check;
+mod client;
+mod error;
+mod guard;
+mod redirect;
+mod resolver;
+
+pub use check::{AddressCheck, ResolvedAddress, check_address};
+pub use client::{MAX_REDIRECTS, NetClient, NetClientBuilder, NetResponse};
+pub use error::{NetError, PolicyRefusal, RedirectProblem, RedirectRefused};
+pub use llooma_policy::{Decision, OutboundPolicy, PolicyError, Purpose, Refusal};
+pub use resolver::{Lookup, Resolver, SystemResolver};

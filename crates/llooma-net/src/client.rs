@@ -1,0 +1,444 @@
+//! [`NetClient`]: the policy-enforcing client, its builder, and capped responses.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName};
+use llooma_policy::{Decision, OutboundPolicy, Purpose, Refusal};
+use reqwest::{Method, StatusCode};
+use tokio::time::Instant;
+use url::Url;
+
+use crate::error::{NetError, RedirectProblem, RedirectRefused, from_reqwest, redact};
+use crate::guard::GuardLayer;
+use crate::redirect::{check_hop, raw_policy, same_origin};
+use crate::resolver::{PolicyResolver, Resolver, SystemResolver};
+
+/// The most redirects any client follows. Builders can lower it, not raise it.
+pub const MAX_REDIRECTS: usize = 5;
+
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_TOTAL_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Headers that carry credentials and never follow a redirect to another origin.
+const ALWAYS_SENSITIVE: [HeaderName; 3] =
+    [header::AUTHORIZATION, header::COOKIE, header::PROXY_AUTHORIZATION];
+
+/// Settings for a [`NetClient`]. Start from [`NetClient::builder`].
+#[derive(Debug, Clone)]
+pub struct NetClientBuilder {
+    policy: Arc<OutboundPolicy>,
+    purpose: Purpose,
+    resolver: Arc<dyn Resolver>,
+    connect_timeout: Duration,
+    total_timeout: Option<Duration>,
+    read_timeout: Option<Duration>,
+    max_response_bytes: u64,
+    max_redirects: usize,
+    idle_pooling: bool,
+    auth_headers: Vec<HeaderName>,
+    user_agent: String,
+}
+
+impl NetClientBuilder {
+    /// Resolves host names with `resolver` instead of the system's (tests script it).
+    pub fn resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.resolver = resolver;
+        self
+    }
+
+    /// How long establishing a connection (TCP and TLS) may take. Default 10 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a whole request may take, from sending it to the last byte of the body,
+    /// redirects included. Default 60 s. `None` for long-lived streams (an MCP client's SSE
+    /// stream); such callers should bound their own operations instead.
+    pub fn total_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.total_timeout = timeout;
+        self
+    }
+
+    /// How long a read may wait for the next bytes. Default none.
+    pub fn read_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.read_timeout = timeout;
+        self
+    }
+
+    /// The largest response body [`NetResponse`] will read. Default 16 MiB.
+    pub fn max_response_bytes(mut self, limit: u64) -> Self {
+        self.max_response_bytes = limit;
+        self
+    }
+
+    /// How many redirects to follow, at most [`MAX_REDIRECTS`] (larger values are lowered).
+    pub fn max_redirects(mut self, max: usize) -> Self {
+        self.max_redirects = max.min(MAX_REDIRECTS);
+        self
+    }
+
+    /// Whether idle connections are kept for reuse. Default true.
+    ///
+    /// Turn it off for MCP: a kept-alive connection to a server that does not set
+    /// `TCP_NODELAY` and answers with SSE costs about 44 ms per call (Nagle's algorithm meets
+    /// delayed ACK). Without pooling each request connects afresh, and resolves afresh, which
+    /// also means every request is checked against the policy from scratch.
+    pub fn idle_pooling(mut self, enabled: bool) -> Self {
+        self.idle_pooling = enabled;
+        self
+    }
+
+    /// A header that carries a credential besides `Authorization` (e.g. `x-api-key`). It is
+    /// dropped when [`NetClient::send`] follows a redirect to another origin; the raw client
+    /// refuses such redirects instead, because reqwest cannot be told to drop it.
+    pub fn auth_header(mut self, name: HeaderName) -> Self {
+        if !self.auth_headers.contains(&name) {
+            self.auth_headers.push(name);
+        }
+        self
+    }
+
+    /// The `User-Agent` sent. Default `llooma/<version>`.
+    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
+
+    /// Builds the client.
+    pub fn build(self) -> Result<NetClient, NetError> {
+        let raw = self
+            .reqwest_builder(raw_policy(
+                Arc::clone(&self.policy),
+                self.purpose,
+                self.max_redirects,
+                !self.auth_headers.is_empty(),
+            ))
+            .build()
+            .map_err(NetError::Build)?;
+        // NetClient::send follows redirects itself so it can drop any configured auth header.
+        let manual = self
+            .reqwest_builder(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(NetError::Build)?;
+        Ok(NetClient { inner: Arc::new(Inner { raw, manual, settings: self }) })
+    }
+
+    fn reqwest_builder(&self, redirect: reqwest::redirect::Policy) -> reqwest::ClientBuilder {
+        let mut builder = reqwest::Client::builder()
+            // A proxy would be the address the connector sees, not the destination; and
+            // HTTP(S)_PROXY in a server's environment is rarely meant for its outbound calls.
+            .no_proxy()
+            .dns_resolver(PolicyResolver {
+                resolver: Arc::clone(&self.resolver),
+                policy: Arc::clone(&self.policy),
+                purpose: self.purpose,
+            })
+            .connector_layer(GuardLayer { policy: Arc::clone(&self.policy), purpose: self.purpose })
+            .redirect(redirect)
+            // A Referer would tell the next origin where the client came from, query included.
+            .referer(false)
+            .connect_timeout(self.connect_timeout)
+            .user_agent(self.user_agent.clone());
+        if let Some(timeout) = self.total_timeout {
+            builder = builder.timeout(timeout);
+        }
+        if let Some(timeout) = self.read_timeout {
+            builder = builder.read_timeout(timeout);
+        }
+        if !self.idle_pooling {
+            builder = builder.pool_max_idle_per_host(0);
+        }
+        builder
+    }
+}
+
+/// The outbound HTTP client for one [`Purpose`]. Cheap to clone.
+#[derive(Clone)]
+pub struct NetClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Follows redirects by itself (checked hop by hop); handed to libraries.
+    raw: reqwest::Client,
+    /// Follows no redirects; [`NetClient::send`] does it.
+    manual: reqwest::Client,
+    settings: NetClientBuilder,
+}
+
+impl fmt::Debug for NetClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NetClient")
+            .field("purpose", &self.inner.settings.purpose)
+            .field("max_response_bytes", &self.inner.settings.max_response_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetClient {
+    /// Settings for a client of `purpose` under `policy`, with the defaults described on each
+    /// builder method.
+    pub fn builder(policy: Arc<OutboundPolicy>, purpose: Purpose) -> NetClientBuilder {
+        NetClientBuilder {
+            policy,
+            purpose,
+            resolver: Arc::new(SystemResolver),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            total_timeout: Some(DEFAULT_TOTAL_TIMEOUT),
+            read_timeout: None,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            max_redirects: MAX_REDIRECTS,
+            idle_pooling: true,
+            auth_headers: Vec::new(),
+            user_agent: format!("llooma/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+
+    /// The purpose this client serves.
+    pub fn purpose(&self) -> Purpose {
+        self.inner.settings.purpose
+    }
+
+    /// The policy this client enforces.
+    pub fn policy(&self) -> &OutboundPolicy {
+        &self.inner.settings.policy
+    }
+
+    /// A `reqwest::Client` that enforces the same policy on its own, for libraries that take
+    /// one (rmcp's `StreamableHttpClientTransport::with_client`).
+    ///
+    /// Every connection it makes passes the connector check and the checking resolver, and
+    /// every redirect is checked hop by hop; no proxy is used; connect and total timeouts apply.
+    /// What it cannot do: cap response sizes (the caller reads the body) and drop credential
+    /// headers other than `Authorization`/`Cookie` on a redirect (it refuses the redirect
+    /// instead when [`NetClientBuilder::auth_header`] was set), and see userinfo: reqwest turns
+    /// `user:password@` into a Basic `Authorization` header before any hook sees the URL, so
+    /// check URLs that people type with [`OutboundPolicy::decide_str`] before handing them to a
+    /// library (the host is still checked on connect either way).
+    pub fn reqwest_client(&self) -> reqwest::Client {
+        self.inner.raw.clone()
+    }
+
+    /// Starts a request; send it with [`NetClient::send`].
+    ///
+    /// The URL is decided on here, before reqwest sees it, because reqwest moves
+    /// `user:password@` out of the URL into a Basic `Authorization` header, after which the
+    /// policy's "no userinfo" rule could no longer be applied.
+    pub fn request(&self, method: Method, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
+        let settings = &self.inner.settings;
+        let parsed = Url::parse(url).map_err(|err| NetError::Refused {
+            url: "(unparseable URL)".to_owned(),
+            reason: Refusal::Unparseable { problem: err.to_string() },
+        })?;
+        if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &parsed) {
+            return Err(NetError::Refused { url: redact(&parsed), reason });
+        }
+        Ok(self.inner.manual.request(method, parsed))
+    }
+
+    /// Starts a GET request; send it with [`NetClient::send`].
+    pub fn get(&self, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
+        self.request(Method::GET, url)
+    }
+
+    /// Starts a POST request; send it with [`NetClient::send`].
+    pub fn post(&self, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
+        self.request(Method::POST, url)
+    }
+
+    /// Builds and sends a request started with [`NetClient::request`].
+    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<NetResponse, NetError> {
+        let request = request.build().map_err(|source| NetError::Request {
+            url: source.url().map(redact).unwrap_or_else(|| "(unparseable URL)".to_owned()),
+            source,
+        })?;
+        self.execute(request).await
+    }
+
+    /// Sends a request, following redirects hop by hop.
+    pub async fn execute(&self, request: reqwest::Request) -> Result<NetResponse, NetError> {
+        let settings = &self.inner.settings;
+        let deadline = settings.total_timeout.map(|t| Instant::now() + t);
+        let mut request = request;
+        let mut hop = 0;
+        loop {
+            let url = request.url().clone();
+            // The connector checks again; deciding here first gives a clean error and spares
+            // building a connection for a URL that can never be reached.
+            if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &url) {
+                return Err(NetError::Refused { url: redact(&url), reason });
+            }
+            if let Some(deadline) = deadline {
+                let remaining = deadline.saturating_duration_since(Instant::now());
+                if remaining.is_zero() {
+                    return Err(NetError::Timeout { url: redact(&url) });
+                }
+                // One deadline for the whole exchange, redirects and body included.
+                *request.timeout_mut() = Some(remaining);
+            }
+            let replay = request.try_clone();
+            let method = request.method().clone();
+            let headers = request.headers().clone();
+            let response =
+                self.inner.manual.execute(request).await.map_err(|err| from_reqwest(err, &url))?;
+
+            let status = response.status();
+            let location = response
+                .headers()
+                .get(header::LOCATION)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let (true, Some(location)) = (is_followed_redirect(status), location) else {
+                return Ok(NetResponse::new(response, settings.max_response_bytes));
+            };
+            let next = url.join(&location).map_err(|_| RedirectRefused {
+                from: redact(&url),
+                to: location.clone(),
+                problem: RedirectProblem::BadLocation,
+            })?;
+            hop += 1;
+            check_hop(
+                &settings.policy,
+                settings.purpose,
+                &url,
+                &next,
+                hop,
+                settings.max_redirects,
+            )?;
+            drop(response);
+
+            let mut next_request = if changes_to_get(status, &method) {
+                let mut get = reqwest::Request::new(
+                    if method == Method::HEAD { Method::HEAD } else { Method::GET },
+                    next.clone(),
+                );
+                *get.headers_mut() = headers;
+                for name in [
+                    header::CONTENT_TYPE,
+                    header::CONTENT_LENGTH,
+                    header::CONTENT_ENCODING,
+                    header::TRANSFER_ENCODING,
+                ] {
+                    get.headers_mut().remove(name);
+                }
+                get
+            } else {
+                let mut again = replay.ok_or_else(|| RedirectRefused {
+                    from: redact(&url),
+                    to: redact(&next),
+                    problem: RedirectProblem::BodyNotReplayable,
+                })?;
+                *again.url_mut() = next.clone();
+                again
+            };
+            if !same_origin(&url, &next) {
+                strip_credentials(next_request.headers_mut(), &settings.auth_headers);
+            }
+            request = next_request;
+        }
+    }
+}
+
+/// The redirect statuses that carry a `Location` to follow.
+fn is_followed_redirect(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::MOVED_PERMANENTLY
+            | StatusCode::FOUND
+            | StatusCode::SEE_OTHER
+            | StatusCode::TEMPORARY_REDIRECT
+            | StatusCode::PERMANENT_REDIRECT
+    )
+}
+
+/// 303 always becomes GET (HEAD stays HEAD); 301 and 302 turn POST into GET, as browsers do.
+fn changes_to_get(status: StatusCode, method: &Method) -> bool {
+    match status {
+        StatusCode::SEE_OTHER => true,
+        StatusCode::MOVED_PERMANENTLY | StatusCode::FOUND => *method == Method::POST,
+        _ => false,
+    }
+}
+
+fn strip_credentials(headers: &mut HeaderMap, configured: &[HeaderName]) {
+    for name in ALWAYS_SENSITIVE.iter().chain(configured) {
+        headers.remove(name);
+    }
+}
+
+/// A response whose body can only be read up to the client's cap.
+#[derive(Debug)]
+pub struct NetResponse {
+    response: reqwest::Response,
+    url: Url,
+    limit: u64,
+    received: u64,
+}
+
+impl NetResponse {
+    fn new(response: reqwest::Response, limit: u64) -> Self {
+        Self { url: response.url().clone(), response, limit, received: 0 }
+    }
+
+    /// The status code.
+    pub fn status(&self) -> StatusCode {
+        self.response.status()
+    }
+
+    /// The response headers.
+    pub fn headers(&self) -> &HeaderMap {
+        self.response.headers()
+    }
+
+    /// The URL that answered, after redirects.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The next piece of the body, `None` at the end. Fails with [`NetError::BodyTooLarge`]
+    /// once more than the cap has arrived, and keeps failing after that.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, NetError> {
+        if self.received > self.limit {
+            return Err(self.too_large());
+        }
+        let chunk = self.response.chunk().await.map_err(|err| from_reqwest(err, &self.url))?;
+        let Some(chunk) = chunk else {
+            return Ok(None);
+        };
+        self.received = self.received.saturating_add(chunk.len() as u64);
+        if self.received > self.limit {
+            return Err(self.too_large());
+        }
+        Ok(Some(chunk))
+    }
+
+    /// The whole body, if it fits under the cap. A `Content-Length` over the cap fails before
+    /// anything is read.
+    pub async fn bytes(mut self) -> Result<Bytes, NetError> {
+        let announced = self.response.content_length();
+        if announced.is_some_and(|len| len > self.limit) {
+            return Err(self.too_large());
+        }
+        let capacity = announced.unwrap_or(0).min(self.limit).min(1024 * 1024);
+        let mut body = BytesMut::with_capacity(usize::try_from(capacity).unwrap_or(0));
+        while let Some(chunk) = self.chunk().await? {
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    }
+
+    /// The whole body as text (invalid UTF-8 replaced), if it fits under the cap.
+    pub async fn text(self) -> Result<String, NetError> {
+        let bytes = self.bytes().await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    fn too_large(&self) -> NetError {
+        NetError::BodyTooLarge { url: redact(&self.url), limit: self.limit }
+    }
+}

@@ -1,0 +1,154 @@
+//! Errors of the outbound client.
+
+use std::error::Error as StdError;
+
+use llooma_policy::Refusal;
+use url::Url;
+
+/// Everything that can go wrong with an outbound request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The outbound network policy does not allow the destination.
+    #[error("request to {url} blocked by the outbound network policy: {reason}")]
+    Refused {
+        /// The URL (without query or fragment, which may carry secrets).
+        url: String,
+        /// Why, with what an administrator can do about it.
+        reason: Refusal,
+    },
+    /// A redirect was not followed.
+    #[error(transparent)]
+    Redirect(#[from] RedirectRefused),
+    /// The response body is larger than the client's cap.
+    #[error(
+        "response from {url} is larger than the limit of {limit} bytes; reading stopped there \
+         (the limit is set by whoever built this client)"
+    )]
+    BodyTooLarge {
+        /// The URL (without query or fragment).
+        url: String,
+        /// The cap, in bytes.
+        limit: u64,
+    },
+    /// The request did not finish in time (connecting, or the whole exchange).
+    #[error("request to {url} timed out; the server is slow or unreachable")]
+    Timeout {
+        /// The URL (without query or fragment).
+        url: String,
+    },
+    /// The request could not be made or the response could not be read.
+    #[error("request to {url} failed: {source}")]
+    Request {
+        /// The URL (without query or fragment).
+        url: String,
+        /// What reqwest reported.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// The client could not be built (TLS setup failed, usually).
+    #[error("could not build the outbound HTTP client: {0}")]
+    Build(#[source] reqwest::Error),
+}
+
+/// A redirect that was not followed, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("redirect from {from} to {to} not followed: {problem}")]
+pub struct RedirectRefused {
+    /// Where the redirect came from (without query or fragment).
+    pub from: String,
+    /// Where it pointed (without query or fragment).
+    pub to: String,
+    /// Why it was not followed.
+    pub problem: RedirectProblem,
+}
+
+/// Why a redirect was not followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RedirectProblem {
+    /// More hops than allowed.
+    #[error("more than {max} redirects; the server is probably misconfigured")]
+    TooMany {
+        /// The limit.
+        max: usize,
+    },
+    /// From https to http: the rest of the exchange would be readable on the wire.
+    #[error("it goes from https to plain http; use an https address on the server side")]
+    Downgrade,
+    /// The outbound network policy does not allow the target.
+    #[error("{0}")]
+    Policy(Refusal),
+    /// The client carries credentials that reqwest cannot drop on a change of origin.
+    #[error(
+        "it changes origin and this client sends credentials that must not leave the original \
+         origin; point the client at the final address instead"
+    )]
+    CredentialsCrossOrigin,
+    /// The `Location` header is not a usable URL.
+    #[error("the Location header is not a valid URL")]
+    BadLocation,
+    /// A request body that was streamed cannot be sent a second time.
+    #[error("the request body cannot be replayed to the new location")]
+    BodyNotReplayable,
+}
+
+/// The error put inside reqwest's error chain when the connector or the resolver refuses a
+/// destination. [`NetClient`](crate::NetClient) turns it back into [`NetError::Refused`];
+/// callers holding the raw `reqwest::Client` can find it with [`PolicyRefusal::find`].
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("blocked by the outbound network policy: {reason}")]
+pub struct PolicyRefusal {
+    /// Why.
+    pub reason: Refusal,
+}
+
+impl PolicyRefusal {
+    /// Looks for a policy refusal anywhere in an error's chain of sources.
+    pub fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a PolicyRefusal> {
+        find_in_chain(err)
+    }
+}
+
+/// The connector could not tell where a connection was going, so it refused (fail closed).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "could not read the destination of an outbound connection ({0}); refusing it. This is a \
+     bug in llooma-net, probably after a reqwest upgrade"
+)]
+pub(crate) struct UnreadableDestination(pub(crate) String);
+
+pub(crate) fn find_in_chain<'a, T: StdError + 'static>(
+    err: &'a (dyn StdError + 'static),
+) -> Option<&'a T> {
+    let mut current = Some(err);
+    while let Some(e) = current {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        current = e.source();
+    }
+    None
+}
+
+/// A URL fit for error messages and logs: no userinfo, query or fragment, which is where
+/// tokens tend to hide.
+pub(crate) fn redact(url: &Url) -> String {
+    let mut url = url.clone();
+    url.set_query(None);
+    url.set_fragment(None);
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.to_string()
+}
+
+/// Maps an error from reqwest, putting policy refusals and timeouts first.
+pub(crate) fn from_reqwest(err: reqwest::Error, url: &Url) -> NetError {
+    if let Some(refusal) = find_in_chain::<PolicyRefusal>(&err) {
+        return NetError::Refused { url: redact(url), reason: refusal.reason.clone() };
+    }
+    if err.is_timeout() {
+        return NetError::Timeout { url: redact(url) };
+    }
+    NetError::Request { url: redact(url), source: err }
+}

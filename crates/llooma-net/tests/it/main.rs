@@ -1,0 +1,430 @@
+//! The outbound client against real HTTP servers on loopback.
+//!
+//! Every server here listens on 127.0.0.1 and is reachable only through an allow-list. Public
+//! addresses appear only as answers of a scripted resolver or in policy decisions; whenever a
+//! test could, through a bug, connect somewhere, the address it would reach is loopback.
+
+// Helpers outside `#[test]` functions are not covered by clippy's allow-unwrap-in-tests; a
+// failed setup step should panic there too.
+#![expect(clippy::unwrap_used, reason = "test helpers panic on failed setup")]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llooma_net::{
+    NetClient, NetError, OutboundPolicy, PolicyRefusal, Purpose, RedirectProblem, Refusal,
+    check_address,
+};
+use reqwest::header::{AUTHORIZATION, HeaderName};
+use support::{ProxyCounter, ScriptedResolver, Server};
+
+fn policy(mcp: Option<&str>, fetch: Option<&str>) -> Arc<OutboundPolicy> {
+    Arc::new(OutboundPolicy::from_allow_lists(mcp, fetch, None).unwrap())
+}
+
+async fn fetch(net: &NetClient, url: &str) -> Result<llooma_net::NetResponse, NetError> {
+    net.send(net.get(url)?).await
+}
+
+fn client(policy: Arc<OutboundPolicy>, purpose: Purpose) -> NetClient {
+    NetClient::builder(policy, purpose).build().unwrap()
+}
+
+/// Asserts a raw reqwest error carries a policy refusal, and returns it.
+fn refusal_in(err: &reqwest::Error) -> Refusal {
+    match PolicyRefusal::find(err) {
+        Some(refusal) => refusal.reason.clone(),
+        None => panic!("expected a policy refusal, got {err:?}"),
+    }
+}
+
+#[tokio::test]
+async fn allow_listed_loopback_server_is_reachable() {
+    let server = Server::start().await;
+    let net = client(policy(None, Some(&server.origin())), Purpose::Fetch);
+    let body = fetch(&net, &server.url("/")).await.unwrap().text().await.unwrap();
+    assert_eq!(body, "hello");
+    let raw = net.reqwest_client().get(server.url("/")).send().await.unwrap();
+    assert_eq!(raw.text().await.unwrap(), "hello");
+}
+
+#[tokio::test]
+async fn ip_literal_private_host_is_refused_without_connecting() {
+    let server = Server::start().await;
+    // The allow-list is for MCP; this client is for page reading, which has none.
+    let net = client(policy(Some(&server.origin()), None), Purpose::Fetch);
+    for url in [
+        server.url("/"),
+        format!("http://0x7f000001:{}/", server.addr.port()),
+        format!("http://2130706433:{}/", server.addr.port()),
+        format!("http://127.1:{}/", server.addr.port()),
+    ] {
+        match fetch(&net, &url).await {
+            Err(NetError::Refused { reason: Refusal::BlockedAddress { range, .. }, .. }) => {
+                assert_eq!(range.cidr, "127.0.0.0/8")
+            }
+            other => panic!("{url}: expected a refusal, got {other:?}"),
+        }
+    }
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn ip_literal_private_host_is_refused_by_the_raw_reqwest_client() {
+    let server = Server::start().await;
+    let net = client(policy(None, None), Purpose::Mcp);
+    // As rmcp would use it: the raw client, a POST with a bearer token.
+    let raw = net.reqwest_client();
+    for url in [
+        server.url("/mcp"),
+        format!("http://0x7f.1:{}/mcp", server.addr.port()),
+        format!("http://[::ffff:127.0.0.1]:{}/mcp", server.addr.port()),
+    ] {
+        let err = raw.post(&url).bearer_auth("secret").body("{}").send().await.unwrap_err();
+        assert!(matches!(refusal_in(&err), Refusal::BlockedAddress { .. }), "{url}: {err:?}");
+    }
+    // `localhost` is refused by name, before any lookup.
+    let err =
+        raw.get(format!("http://localhost:{}/", server.addr.port())).send().await.unwrap_err();
+    assert!(matches!(refusal_in(&err), Refusal::LoopbackName { .. }));
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn raw_client_refuses_origins_off_the_allow_list() {
+    let listed = Server::start().await;
+    let other = Server::start().await;
+    let net = client(policy(Some(&listed.origin()), None), Purpose::Mcp);
+    let raw = net.reqwest_client();
+    assert_eq!(raw.get(listed.url("/")).send().await.unwrap().status(), 200);
+    let err = raw.get(other.url("/")).send().await.unwrap_err();
+    assert!(matches!(refusal_in(&err), Refusal::NotOnAllowList { .. }));
+    assert_eq!(other.connections(), 0);
+}
+
+#[tokio::test]
+async fn name_resolving_public_then_private_cannot_rebind() {
+    let server = Server::start().await;
+    let url = format!("http://rebind.test:{}/", server.addr.port());
+    // First answer public, every later one loopback: the classic rebinding script.
+    let resolver = ScriptedResolver::new(&[&["93.184.216.34"], &["127.0.0.1"]]);
+    let policy = policy(None, None);
+
+    let check = check_address(&policy, Purpose::Fetch, &url, resolver.as_ref()).await;
+    assert!(check.allowed(), "{check}");
+
+    let net = NetClient::builder(Arc::clone(&policy), Purpose::Fetch)
+        .resolver(resolver.clone())
+        .build()
+        .unwrap();
+    match fetch(&net, &url).await {
+        Err(NetError::Refused { reason: Refusal::BlockedAddress { ip, host, .. }, .. }) => {
+            assert_eq!(ip.to_string(), "127.0.0.1");
+            assert_eq!(host.as_deref(), Some("rebind.test"));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let err = net.reqwest_client().get(&url).send().await.unwrap_err();
+    assert!(matches!(refusal_in(&err), Refusal::BlockedAddress { .. }));
+    // The check's lookup, then one per connection attempt: nothing connects on an old answer.
+    assert_eq!(resolver.lookups(), 3);
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn name_with_one_private_address_among_public_ones_is_refused_whole() {
+    let server = Server::start().await;
+    // Loopback first: were the name let through, the connector would try it first and the
+    // server would count it (and nothing public would be contacted).
+    let resolver = ScriptedResolver::new(&[&["127.0.0.1", "93.184.216.34"]]);
+    let net =
+        NetClient::builder(policy(None, None), Purpose::Fetch).resolver(resolver).build().unwrap();
+    let url = format!("http://mixed.test:{}/", server.addr.port());
+    assert!(matches!(fetch(&net, &url).await, Err(NetError::Refused { .. })));
+    assert_eq!(server.connections(), 0);
+}
+
+#[tokio::test]
+async fn allow_listed_name_connects_to_the_address_it_resolved_to() {
+    let server = Server::start().await;
+    let origin = format!("http://gateway.test:{}", server.addr.port());
+    let resolver = ScriptedResolver::new(&[&["127.0.0.1"]]);
+    let net = NetClient::builder(policy(Some(&origin), None), Purpose::Mcp)
+        .resolver(resolver.clone())
+        .idle_pooling(false)
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let response = fetch(&net, &format!("{origin}/mcp")).await.unwrap();
+        assert_eq!(response.text().await.unwrap(), "hello");
+    }
+    // No idle pooling: one lookup and one connection per request.
+    assert_eq!(resolver.lookups(), 2);
+    assert_eq!(server.connections(), 2);
+}
+
+#[tokio::test]
+async fn redirect_to_a_private_address_is_refused() {
+    let entry = Server::start().await;
+    let inside = Server::start().await;
+    let net = client(policy(None, Some(&entry.origin())), Purpose::Fetch);
+    let to_inside = entry.url(&format!("/redirect?status=302&to={}", inside.url("/admin")));
+
+    match fetch(&net, &to_inside).await {
+        Err(NetError::Redirect(refused)) => {
+            assert!(
+                matches!(refused.problem, RedirectProblem::Policy(Refusal::NotOnAllowList { .. })),
+                "{refused}"
+            );
+        }
+        other => panic!("expected a refused redirect, got {other:?}"),
+    }
+    let err = net.reqwest_client().get(&to_inside).send().await.unwrap_err();
+    assert!(err.is_redirect(), "{err:?}");
+    assert_eq!(inside.connections(), 0);
+}
+
+#[tokio::test]
+async fn endless_redirects_stop_after_five_hops() {
+    let server = Server::start().await;
+    let net = client(policy(None, Some(&server.origin())), Purpose::Fetch);
+    // Without `to`, the server redirects to the very same URL, forever.
+    let forever = server.url("/redirect?status=307");
+    match fetch(&net, &forever).await {
+        Err(NetError::Redirect(refused)) => {
+            assert_eq!(refused.problem, RedirectProblem::TooMany { max: 5 })
+        }
+        other => panic!("expected too many redirects, got {other:?}"),
+    }
+    // The first request and five redirects.
+    assert_eq!(server.requests().len(), 6);
+    let err = net.reqwest_client().get(&forever).send().await.unwrap_err();
+    assert!(err.is_redirect(), "{err:?}");
+    assert_eq!(server.requests().len(), 12);
+}
+
+fn urlencode(s: &str) -> String {
+    url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
+}
+
+#[tokio::test]
+async fn cross_origin_redirect_does_not_carry_credentials() {
+    let a = Server::start().await;
+    let b = Server::start().await;
+    let both = format!("{},{}", a.origin(), b.origin());
+    let api_key = HeaderName::from_static("x-api-key");
+    let net = NetClient::builder(policy(Some(&both), None), Purpose::Mcp)
+        .auth_header(api_key.clone())
+        .build()
+        .unwrap();
+    let send = |url: String| {
+        net.send(
+            net.post(&url)
+                .unwrap()
+                .header(AUTHORIZATION, "Bearer secret-token")
+                .header(&api_key, "secret-key")
+                .header("x-trace", "kept")
+                .body("{}"),
+        )
+    };
+
+    // Same origin: the credentials stay.
+    let same = a.url(&format!("/redirect?status=307&to={}", urlencode("/echo")));
+    assert_eq!(send(same).await.unwrap().status(), 200);
+    let echo = a.requests().into_iter().find(|r| r.path == "/echo").unwrap();
+    assert_eq!(echo.headers[AUTHORIZATION], "Bearer secret-token");
+    assert_eq!(echo.headers["x-api-key"], "secret-key");
+
+    // Another origin: they are dropped, other headers are not.
+    let cross = a.url(&format!("/redirect?status=307&to={}", urlencode(&b.url("/echo"))));
+    assert_eq!(send(cross.clone()).await.unwrap().status(), 200);
+    let seen = b.requests();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].headers.get(AUTHORIZATION).is_none());
+    assert!(seen[0].headers.get("x-api-key").is_none());
+    assert_eq!(seen[0].headers["x-trace"], "kept");
+
+    // The raw client cannot drop x-api-key, so it refuses to follow at all.
+    let err = net
+        .reqwest_client()
+        .post(&cross)
+        .bearer_auth("secret-token")
+        .header(&api_key, "secret-key")
+        .send()
+        .await
+        .unwrap_err();
+    assert!(err.is_redirect(), "{err:?}");
+    assert_eq!(b.requests().len(), 1);
+
+    // A raw client without extra auth headers follows, and reqwest drops Authorization.
+    let plain = client(policy(Some(&both), None), Purpose::Mcp);
+    let response =
+        plain.reqwest_client().post(&cross).bearer_auth("secret-token").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let seen = b.requests();
+    assert_eq!(seen.len(), 2);
+    assert!(seen[1].headers.get(AUTHORIZATION).is_none());
+}
+
+#[tokio::test]
+async fn endless_body_stops_at_the_cap() {
+    let server = Server::start().await;
+    let net = NetClient::builder(policy(None, Some(&server.origin())), Purpose::Fetch)
+        .max_response_bytes(64 * 1024)
+        .build()
+        .unwrap();
+
+    let response = fetch(&net, &server.url("/endless")).await.unwrap();
+    match response.bytes().await {
+        Err(NetError::BodyTooLarge { limit, .. }) => assert_eq!(limit, 64 * 1024),
+        other => panic!("expected the cap, got {:?}", other.map(|b| b.len())),
+    }
+
+    // Read chunk by chunk, as a streaming caller would.
+    let mut response = fetch(&net, &server.url("/endless")).await.unwrap();
+    let mut received = 0;
+    let err = loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => received += chunk.len(),
+            Ok(None) => panic!("an endless body ended"),
+            Err(err) => break err,
+        }
+    };
+    assert!(received <= 64 * 1024);
+    assert!(matches!(err, NetError::BodyTooLarge { .. }));
+    assert!(err.to_string().contains("larger than the limit of 65536 bytes"), "{err}");
+    // And it stays stopped.
+    assert!(matches!(response.chunk().await, Err(NetError::BodyTooLarge { .. })));
+}
+
+#[tokio::test]
+async fn oversized_body_is_refused_from_its_content_length() {
+    let server = Server::start().await;
+    let net = NetClient::builder(policy(None, Some(&server.origin())), Purpose::Fetch)
+        .max_response_bytes(1000)
+        .build()
+        .unwrap();
+    let response = fetch(&net, &server.url("/big")).await.unwrap();
+    assert!(matches!(response.bytes().await, Err(NetError::BodyTooLarge { limit: 1000, .. })));
+    let small = fetch(&net, &server.url("/")).await.unwrap();
+    assert_eq!(small.bytes().await.unwrap(), "hello");
+}
+
+#[tokio::test]
+async fn slow_server_hits_the_total_timeout() {
+    let server = Server::start().await;
+    let net = NetClient::builder(policy(None, Some(&server.origin())), Purpose::Fetch)
+        .total_timeout(Some(Duration::from_millis(300)))
+        .build()
+        .unwrap();
+    assert!(matches!(fetch(&net, &server.url("/slow")).await, Err(NetError::Timeout { .. })));
+    let err = net.reqwest_client().get(server.url("/slow")).send().await.unwrap_err();
+    assert!(err.is_timeout(), "{err:?}");
+}
+
+#[tokio::test]
+async fn other_schemes_and_userinfo_are_refused() {
+    let server = Server::start().await;
+    let net = client(policy(None, Some(&server.origin())), Purpose::Fetch);
+    let with_userinfo = format!("http://user:pw@{}/", server.addr);
+    assert!(matches!(
+        fetch(&net, &with_userinfo).await,
+        Err(NetError::Refused { reason: Refusal::Userinfo, .. })
+    ));
+    assert_eq!(server.connections(), 0);
+}
+
+/// reqwest reads `HTTP_PROXY` and friends when a client is built, so the variables must be in
+/// the environment of the process that builds it. Setting them in this process would need
+/// `unsafe` (and would race other tests), so the test runs itself again as a child with the
+/// variables set. In the child, a plain `reqwest::Client` is the control: it must go through
+/// the proxy, proving the variables took effect; our clients must not.
+#[tokio::test]
+async fn environment_proxy_is_ignored() {
+    if let Ok(target) = std::env::var("LLOOMA_NET_TEST_PROXY_CHILD") {
+        return proxy_child(&target).await;
+    }
+    let proxy = ProxyCounter::start().await;
+    let server = Server::start().await;
+    let proxy_url = format!("http://{}", proxy.addr);
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap());
+    child
+        .args(["environment_proxy_is_ignored", "--exact", "--nocapture"])
+        .env("LLOOMA_NET_TEST_PROXY_CHILD", server.origin())
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy");
+    for var in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"]
+    {
+        child.env(var, &proxy_url);
+    }
+    let output = child.output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+        "the child did not run the test"
+    );
+    // Only the control request reached the proxy.
+    assert_eq!(proxy.hits(), 1);
+    // Our two clients reached the server directly.
+    assert_eq!(server.requests().len(), 2);
+}
+
+async fn proxy_child(origin: &str) {
+    let net = client(policy(Some(origin), Some(origin)), Purpose::Fetch);
+    let url = format!("{origin}/");
+    let via_net = fetch(&net, &url).await.unwrap();
+    assert_eq!(via_net.text().await.unwrap(), "hello");
+    let via_raw = net.reqwest_client().get(&url).send().await.unwrap();
+    assert_eq!(via_raw.text().await.unwrap(), "hello");
+    let control = reqwest::Client::new().get(&url).send().await.unwrap();
+    assert_eq!(control.status(), 502, "the control request should have gone to the proxy");
+}
+
+#[tokio::test]
+async fn check_address_reports_each_resolved_address() {
+    let policy = policy(None, None);
+    let resolver = ScriptedResolver::new(&[&["93.184.216.34", "10.0.0.5"]]);
+    let check =
+        check_address(&policy, Purpose::Mcp, "https://mixed.example/mcp", resolver.as_ref()).await;
+    assert!(!check.allowed());
+    let text = check.to_string();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "refused: host mixed.example resolves to address 10.0.0.5, which is private (10.0.0.0/8); \
+         an administrator can allow it by adding its origin (scheme://host:port) to MCP_ALLOWED_ORIGINS"
+    );
+    assert!(text.contains("  93.184.216.34  allowed (public)"), "{text}");
+    assert!(text.contains("  10.0.0.5  refused (private, 10.0.0.0/8)"), "{text}");
+    assert_eq!(check.addresses().len(), 2);
+
+    let ok = check_address(&policy, Purpose::Fetch, "http://8.8.8.8/", resolver.as_ref()).await;
+    assert!(ok.allowed());
+    assert_eq!(ok.to_string().lines().next(), Some("allowed"));
+
+    let listed =
+        OutboundPolicy::from_allow_lists(Some("http://gateway.lan:8080"), None, None).unwrap();
+    let lan = ScriptedResolver::new(&[&["192.168.1.20"]]);
+    let check =
+        check_address(&listed, Purpose::Mcp, "http://gateway.lan:8080/mcp", lan.as_ref()).await;
+    assert!(check.allowed(), "{check}");
+    assert!(check.to_string().contains("192.168.1.20  allowed (its origin is listed)"));
+    let check =
+        check_address(&listed, Purpose::Mcp, "http://gateway.lan:9090/mcp", lan.as_ref()).await;
+    assert!(!check.allowed());
+    assert!(
+        check
+            .to_string()
+            .starts_with("refused: origin http://gateway.lan:9090 is not in MCP_ALLOWED_ORIGINS")
+    );
+
+    let bad = check_address(&listed, Purpose::Mcp, "not a url", lan.as_ref()).await;
+    assert!(bad.to_string().starts_with("refused: not a valid URL"));
+}

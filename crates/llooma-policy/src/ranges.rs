@@ -1,0 +1,111 @@
+//! The address ranges no outbound connection may reach unless an allow-list says so.
+
+use std::net::IpAddr;
+
+/// One blocked range, with words for messages.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BlockedRange {
+    /// The range in CIDR notation, e.g. `10.0.0.0/8`.
+    pub cidr: &'static str,
+    /// Completes "address X is ...", e.g. `private`.
+    pub description: &'static str,
+    net: Net,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Net {
+    V4 { bits: u32, prefix: u8 },
+    V6 { bits: u128, prefix: u8 },
+}
+
+const fn v4(
+    a: u8,
+    b: u8,
+    c: u8,
+    d: u8,
+    prefix: u8,
+    cidr: &'static str,
+    description: &'static str,
+) -> BlockedRange {
+    BlockedRange {
+        cidr,
+        description,
+        net: Net::V4 { bits: u32::from_be_bytes([a, b, c, d]), prefix },
+    }
+}
+
+const fn v6(
+    segments: [u16; 8],
+    prefix: u8,
+    cidr: &'static str,
+    description: &'static str,
+) -> BlockedRange {
+    let mut bits: u128 = 0;
+    let mut i = 0;
+    while i < 8 {
+        bits = (bits << 16) | segments[i] as u128;
+        i += 1;
+    }
+    BlockedRange { cidr, description, net: Net::V6 { bits, prefix } }
+}
+
+/// Every blocked range. More specific ranges come before the ranges that contain them, so the
+/// first match gives the most precise words (`::1` is "loopback", not "IPv4-compatible").
+pub static BLOCKED_RANGES: [BlockedRange; 30] = [
+    v4(0, 0, 0, 0, 8, "0.0.0.0/8", "in \"this network\", which no host should be reached at"),
+    v4(10, 0, 0, 0, 8, "10.0.0.0/8", "private"),
+    v4(100, 64, 0, 0, 10, "100.64.0.0/10", "in the shared address space of carrier-grade NAT"),
+    v4(127, 0, 0, 0, 8, "127.0.0.0/8", "loopback (this machine)"),
+    v4(169, 254, 0, 0, 16, "169.254.0.0/16", "link-local (where cloud metadata services live)"),
+    v4(172, 16, 0, 0, 12, "172.16.0.0/12", "private"),
+    v4(192, 0, 0, 0, 24, "192.0.0.0/24", "reserved for IETF protocol assignments"),
+    v4(192, 0, 2, 0, 24, "192.0.2.0/24", "reserved for documentation"),
+    v4(192, 88, 99, 0, 24, "192.88.99.0/24", "a 6to4 relay anycast address"),
+    v4(192, 168, 0, 0, 16, "192.168.0.0/16", "private"),
+    v4(198, 18, 0, 0, 15, "198.18.0.0/15", "reserved for benchmarking"),
+    v4(198, 51, 100, 0, 24, "198.51.100.0/24", "reserved for documentation"),
+    v4(203, 0, 113, 0, 24, "203.0.113.0/24", "reserved for documentation"),
+    v4(224, 0, 0, 0, 4, "224.0.0.0/4", "multicast"),
+    v4(255, 255, 255, 255, 32, "255.255.255.255/32", "the broadcast address"),
+    v4(240, 0, 0, 0, 4, "240.0.0.0/4", "reserved"),
+    v6([0, 0, 0, 0, 0, 0, 0, 0], 128, "::/128", "the unspecified address"),
+    v6([0, 0, 0, 0, 0, 0, 0, 1], 128, "::1/128", "loopback (this machine)"),
+    v6([0, 0, 0, 0, 0, 0, 0, 0], 96, "::/96", "an IPv4-compatible IPv6 address (deprecated)"),
+    v6([0, 0, 0, 0, 0, 0xffff, 0, 0], 96, "::ffff:0:0/96", "an IPv4-mapped IPv6 address"),
+    v6([0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96, "64:ff9b::/96", "a NAT64 address"),
+    v6([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48, "64:ff9b:1::/48", "a local-use NAT64 address"),
+    v6([0x100, 0, 0, 0, 0, 0, 0, 0], 64, "100::/64", "discard-only"),
+    v6([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, "2001:db8::/32", "reserved for documentation"),
+    v6([0x2001, 0, 0, 0, 0, 0, 0, 0], 32, "2001::/32", "a Teredo address"),
+    v6([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, "2002::/16", "a 6to4 address"),
+    v6([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, "fc00::/7", "a unique local (private) address"),
+    v6([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, "fe80::/10", "link-local"),
+    v6([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10, "fec0::/10", "site-local (deprecated)"),
+    v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "ff00::/8", "multicast"),
+];
+
+impl BlockedRange {
+    fn contains(&self, ip: IpAddr) -> bool {
+        match (&self.net, ip) {
+            (Net::V4 { bits, prefix }, IpAddr::V4(ip)) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(*prefix)).unwrap_or(0);
+                u32::from(ip) & mask == *bits
+            }
+            (Net::V6 { bits, prefix }, IpAddr::V6(ip)) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(*prefix)).unwrap_or(0);
+                u128::from(ip) & mask == *bits
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The blocked range `ip` falls in, or `None` for a public address.
+///
+/// IPv6 forms that embed an IPv4 address (mapped, compatible, NAT64, 6to4, Teredo) are blocked
+/// as whole ranges rather than judged by the embedded address: a server has no business being
+/// reached through them, and judging the embedded part would depend on how the host's network
+/// stack translates them.
+pub fn classify_ip(ip: IpAddr) -> Option<&'static BlockedRange> {
+    BLOCKED_RANGES.iter().find(|range| range.contains(ip))
+}

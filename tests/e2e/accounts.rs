@@ -1,0 +1,148 @@
+use serde_json::json;
+
+use crate::support::{PASSWORD, Server, TestDb};
+
+#[tokio::test]
+async fn the_first_of_many_racing_registrations_is_the_only_administrator() {
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[]);
+    let base = server.base.clone();
+    let attempts = (0..8).map(|i| {
+        let base = base.clone();
+        tokio::spawn(async move {
+            let mut tab = crate::support::Tab::new(&base);
+            tab.register(&format!("racer{i}"), PASSWORD).await
+        })
+    });
+    let replies: Vec<_> =
+        futures::future::join_all(attempts).await.into_iter().map(Result::unwrap).collect();
+    let created: Vec<_> = replies.iter().filter(|r| r.status == 201).collect();
+    assert_eq!(created.len(), 1, "{replies:#?}");
+    assert_eq!(created[0].json["account"]["role"], "admin");
+    for refused in replies.iter().filter(|r| r.status != 201) {
+        assert_eq!(refused.status, 403, "{refused:?}");
+        assert!(refused.json["message"].as_str().unwrap().contains("Registration is closed"));
+    }
+    let mut admin = server.tab();
+    let username = created[0].json["account"]["username"].as_str().unwrap().to_owned();
+    assert_eq!(admin.login(&username, PASSWORD).await.status, 200);
+    let accounts = admin.get("/api/v1/admin/accounts").await;
+    assert_eq!(accounts.json.as_array().unwrap().len(), 1, "{accounts:?}");
+}
+
+#[tokio::test]
+async fn registration_stays_closed_until_an_administrator_opens_it() {
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[]);
+    let mut admin = server.tab();
+    assert_eq!(admin.register("Admin", PASSWORD).await.json["account"]["username"], "admin");
+    let info = server.tab().get("/api/v1/instance").await;
+    assert_eq!(info.json["setupComplete"], true);
+    assert_eq!(info.json["registrationOpen"], false);
+
+    let mut visitor = server.tab();
+    assert_eq!(visitor.register("bob", PASSWORD).await.status, 403);
+
+    let changed = admin
+        .send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true})))
+        .await;
+    assert_eq!(changed.status, 200, "{changed:?}");
+    assert_eq!(changed.json["usersCanAddMcpServers"], false, "off by default");
+
+    let bob = visitor.register("bob", PASSWORD).await;
+    assert_eq!(bob.status, 201, "{bob:?}");
+    assert_eq!(bob.json["account"]["role"], "user");
+    // Users are not administrators.
+    assert_eq!(visitor.get("/api/v1/admin/settings").await.status, 403);
+    let forbidden = visitor
+        .send("PATCH", "/api/v1/admin/settings", Some(json!({"usersCanAddMcpServers": true})))
+        .await;
+    assert_eq!(forbidden.status, 403);
+    assert_eq!(admin.get("/api/v1/admin/settings").await.json["usersCanAddMcpServers"], false);
+    // Usernames are unique whatever their case.
+    let mut other = server.tab();
+    let taken = other.register("BOB", PASSWORD).await;
+    assert_eq!(taken.status, 409, "{taken:?}");
+}
+
+#[tokio::test]
+async fn login_me_logout_and_password_change_through_the_api() {
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[]);
+    let mut first = server.tab();
+    first.register("carol", PASSWORD).await;
+    let mut second = server.tab();
+    let login = second.login("Carol", PASSWORD).await;
+    assert_eq!(login.status, 200, "{login:?}");
+    let cookie = login.set_cookie.unwrap();
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(!cookie.contains("Secure"), "plain http must not mark the cookie Secure");
+    assert_eq!(second.get("/api/v1/me").await.json["account"]["username"], "carol");
+
+    // A new session id at each sign-in.
+    let mut third = server.tab();
+    third.login("carol", PASSWORD).await;
+    assert_ne!(second.cookie, third.cookie);
+
+    // Changing the password ends every other session; the tab that did it gets a new one.
+    let changed = second
+        .post(
+            "/api/v1/me/password",
+            json!({"currentPassword": PASSWORD, "newPassword": "a different long password"}),
+        )
+        .await;
+    assert_eq!(changed.status, 200, "{changed:?}");
+    assert_eq!(second.get("/api/v1/me").await.status, 200);
+    assert_eq!(first.get("/api/v1/me").await.status, 401);
+    assert_eq!(third.get("/api/v1/me").await.status, 401);
+    assert_eq!(server.tab().login("carol", PASSWORD).await.status, 401);
+
+    // Logout ends the session on the server, not just in the browser.
+    let stolen_cookie = second.cookie.clone();
+    let out = second.post("/api/v1/auth/logout", json!({})).await;
+    assert_eq!(out.status, 204, "{out:?}");
+    assert!(out.set_cookie.unwrap().contains("Max-Age=0"));
+    let mut replay = server.tab();
+    replay.cookie = stolen_cookie;
+    assert_eq!(replay.get("/api/v1/me").await.status, 401);
+}
+
+#[tokio::test]
+async fn logins_are_throttled_per_account_without_revealing_which_accounts_exist() {
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[("LLOOMA_LOGIN_MAX_FAILURES_PER_ACCOUNT", "3")]);
+    server.tab().register("dave", PASSWORD).await;
+
+    let mut answers_for = Vec::new();
+    for name in ["dave", "nobody"] {
+        let mut tab = server.tab();
+        let mut statuses = Vec::new();
+        let mut bodies = Vec::new();
+        for _ in 0..3 {
+            let reply = tab.login(name, "wrong password!").await;
+            statuses.push(reply.status);
+            bodies.push(reply.text);
+        }
+        // Even the right password is refused while throttled.
+        let locked = tab.login(name, PASSWORD).await;
+        statuses.push(locked.status);
+        assert!(locked.json["message"].as_str().unwrap().contains("Wait"), "{locked:?}");
+        bodies.push(locked.json["error"].to_string());
+        answers_for.push((statuses, bodies));
+    }
+    assert_eq!(answers_for[0].0, vec![401, 401, 401, 429]);
+    assert_eq!(answers_for[0], answers_for[1], "an unknown account must look like a known one");
+}
+
+#[tokio::test]
+async fn logins_are_throttled_per_client_address() {
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[("LLOOMA_LOGIN_MAX_FAILURES_PER_ADDRESS", "4")]);
+    server.tab().register("erin", PASSWORD).await;
+    for i in 0..4 {
+        assert_eq!(server.tab().login(&format!("guess{i}"), "wrong password!").await.status, 401);
+    }
+    let reply = server.tab().login("erin", PASSWORD).await;
+    assert_eq!(reply.status, 429, "{reply:?}");
+    assert!(reply.json["message"].as_str().unwrap().contains("Too many failed sign-in attempts"));
+}

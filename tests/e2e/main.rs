@@ -1,0 +1,11 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a failing test should fail loudly")]
+
+//! End-to-end tests: the real `llooma` binary, a real database (SQLite, or Postgres when
+//! `LLOOMA_TEST_DB=postgres`), real HTTP.
+
+mod accounts;
+mod api_errors;
+mod cli;
+mod secrets;
+mod sessions;
+mod support;

@@ -1,0 +1,319 @@
+//! Starting the real binary against a fresh database, and a small HTTP client that behaves like
+//! a browser tab (cookie, CSRF token, Origin).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use serde_json::{Value, json};
+
+/// Which engine this run tests, from `LLOOMA_TEST_DB` (CI runs the suite once for each).
+pub fn engine() -> &'static str {
+    match std::env::var("LLOOMA_TEST_DB").as_deref() {
+        Ok("postgres") => "postgres",
+        _ => "sqlite",
+    }
+}
+
+pub fn binary() -> PathBuf {
+    if let Ok(path) = std::env::var("LLOOMA_BIN") {
+        return PathBuf::from(path);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf();
+    let target =
+        std::env::var("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or(root.join("target"));
+    let path = target.join("debug").join("llooma");
+    assert!(
+        path.exists(),
+        "build the server first (cargo build -p llooma-server) or set LLOOMA_BIN"
+    );
+    path
+}
+
+/// A database of its own for one test: a fresh Postgres database (dropped at the end) or a
+/// SQLite file in the test's data directory.
+pub struct TestDb {
+    pub data_dir: tempfile::TempDir,
+    pub postgres: Option<(String, String)>, // (admin url, database name)
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        let data_dir = tempfile::tempdir().unwrap();
+        let postgres = if engine() == "postgres" {
+            let base = std::env::var("LLOOMA_TEST_PG_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
+            let name = format!("llooma_test_{}", uuid::Uuid::new_v4().simple());
+            let admin = admin_connection(&base).await;
+            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
+            admin.close().await.unwrap();
+            Some((base, name))
+        } else {
+            None
+        };
+        TestDb { data_dir, postgres }
+    }
+
+    /// `DATABASE_URL` for the server, or None for SQLite in the data directory.
+    pub fn database_url(&self) -> Option<String> {
+        self.postgres.as_ref().map(|(base, name)| format!("{base}/{name}"))
+    }
+
+    /// A direct connection to the same database, to look at or tamper with what is stored.
+    pub async fn connect(&self) -> DatabaseConnection {
+        let url = match self.database_url() {
+            Some(url) => url,
+            None => {
+                format!("sqlite://{}?mode=rw", self.data_dir.path().join("llooma.db").display())
+            }
+        };
+        Database::connect(url).await.unwrap()
+    }
+
+    /// Drops the Postgres database now (a running server loses it).
+    pub async fn drop_now(&self) {
+        if let Some((base, name)) = &self.postgres {
+            let admin = admin_connection(base).await;
+            admin
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                .await
+                .unwrap();
+            admin.close().await.unwrap();
+        }
+    }
+}
+
+async fn admin_connection(base: &str) -> DatabaseConnection {
+    Database::connect(format!("{base}/postgres")).await.unwrap_or_else(|e| {
+        panic!("Postgres at {base} is not reachable ({e}); start it or set LLOOMA_TEST_PG_URL")
+    })
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((base, name)) = self.postgres.clone() {
+            // Drop runs outside the test's runtime: use a small one of its own.
+            let _ = std::thread::spawn(move || {
+                let runtime =
+                    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                runtime.block_on(async {
+                    if let Ok(admin) = Database::connect(format!("{base}/postgres")).await {
+                        let _ = admin
+                            .execute_unprepared(&format!(
+                                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                            ))
+                            .await;
+                        let _ = admin.close().await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+/// A running `llooma` process.
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+/// Environment every test server gets.
+fn base_command(db: &TestDb, extra_env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(binary());
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LLOOMA_LISTEN", "127.0.0.1:0")
+        .env("LLOOMA_DATA_DIR", db.data_dir.path())
+        .env("LLOOMA_LOG", "info,tower_http=debug")
+        // Fast tests: the argon2 cost is the production one, but two hashes at once suffice.
+        .env("LLOOMA_PASSWORD_HASH_CONCURRENCY", "2");
+    if let Some(url) = db.database_url() {
+        command.env("DATABASE_URL", url);
+    }
+    for (key, value) in extra_env {
+        command.env(key, value);
+    }
+    command
+}
+
+/// Runs a `llooma` subcommand to completion: (exit success, stdout, stderr).
+pub fn run_cli(db: &TestDb, args: &[&str], extra_env: &[(&str, &str)]) -> (bool, String, String) {
+    let output = base_command(db, extra_env).args(args).stdin(Stdio::null()).output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+impl Server {
+    pub fn start(db: &TestDb, extra_env: &[(&str, &str)]) -> Server {
+        Self::try_start(db, extra_env)
+            .unwrap_or_else(|log| panic!("the server did not start:\n{log}"))
+    }
+
+    /// Starts the server; on failure returns everything it printed.
+    pub fn try_start(db: &TestDb, extra_env: &[(&str, &str)]) -> Result<Server, String> {
+        let mut child = base_command(db, extra_env)
+            .arg("serve")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let address = line
+                    .split("listening on http://")
+                    .nth(1)
+                    .map(|rest| rest.split(['"', ' ']).next().unwrap_or_default().to_owned());
+                sink.lock().unwrap().push(line);
+                if let Some(address) = address {
+                    let _ = tx.send(address);
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Ok(address) = rx.recv_timeout(Duration::from_millis(50)) {
+                return Ok(Server { child, base: format!("http://{address}"), log });
+            }
+            if let Ok(Some(_)) = child.try_wait() {
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(log.lock().unwrap().join("\n"));
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                return Err(format!("timed out\n{}", log.lock().unwrap().join("\n")));
+            }
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Sends SIGTERM and waits; returns whether it exited cleanly.
+    pub fn terminate(mut self) -> (bool, String) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the server did not stop on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        std::thread::sleep(Duration::from_millis(100));
+        (status.success(), self.log_text())
+    }
+
+    pub fn tab(&self) -> Tab {
+        Tab::new(&self.base)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a browser tab does: keeps the session cookie, sends the CSRF token and its Origin.
+pub struct Tab {
+    pub base: String,
+    pub http: reqwest::Client,
+    pub cookie: Option<String>,
+    pub csrf: Option<String>,
+    pub origin: Option<String>,
+}
+
+/// One answer: status, JSON body (Null when none), and the raw text.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub json: Value,
+    pub text: String,
+    pub set_cookie: Option<String>,
+}
+
+impl Tab {
+    pub fn new(base: &str) -> Tab {
+        Tab {
+            base: base.to_owned(),
+            http: reqwest::Client::builder().no_proxy().build().unwrap(),
+            cookie: None,
+            csrf: None,
+            origin: Some(base.to_owned()),
+        }
+    }
+
+    pub async fn send(&mut self, method: &str, path: &str, body: Option<Value>) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self.http.request(method, format!("{}{}", self.base, path));
+        if let Some(cookie) = &self.cookie {
+            request = request.header("cookie", format!("llooma_session={cookie}"));
+        }
+        if let Some(csrf) = &self.csrf {
+            request = request.header("x-csrf-token", csrf);
+        }
+        if let Some(origin) = &self.origin {
+            request = request.header("origin", origin);
+        }
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let set_cookie =
+            response.headers().get("set-cookie").map(|v| v.to_str().unwrap().to_owned());
+        let text = response.text().await.unwrap();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if let Some(cookie) = &set_cookie {
+            let value = cookie.split(';').next().unwrap().trim_start_matches("llooma_session=");
+            self.cookie = if value.is_empty() { None } else { Some(value.to_owned()) };
+        }
+        if let Some(csrf) = json.get("csrfToken").and_then(Value::as_str) {
+            self.csrf = Some(csrf.to_owned());
+        }
+        Reply { status, json, text, set_cookie }
+    }
+
+    pub async fn get(&mut self, path: &str) -> Reply {
+        self.send("GET", path, None).await
+    }
+
+    pub async fn post(&mut self, path: &str, body: Value) -> Reply {
+        self.send("POST", path, Some(body)).await
+    }
+
+    pub async fn register(&mut self, username: &str, password: &str) -> Reply {
+        self.post("/api/v1/auth/register", json!({"username": username, "password": password}))
+            .await
+    }
+
+    pub async fn login(&mut self, username: &str, password: &str) -> Reply {
+        self.post("/api/v1/auth/login", json!({"username": username, "password": password})).await
+    }
+}
+
+pub const PASSWORD: &str = "correct horse battery staple";
+
+impl Server {
+    pub fn tab_with_origin(&self, origin: &str) -> Tab {
+        let mut tab = Tab::new(&self.base);
+        tab.origin = Some(origin.to_owned());
+        tab
+    }
+}
