@@ -6,7 +6,9 @@ use crate::support::{PASSWORD, Server, TestDb, engine};
 async fn bad_requests_get_a_clear_json_error_never_a_500() {
     let db = TestDb::new().await;
     let server = Server::start(&db, &[]);
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    // No connection reuse: a server may close a connection after refusing an oversized body
+    // without reading it, and that must not be mistaken for the next case's answer.
+    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
     let url = format!("{}/api/v1/auth/login", server.base);
 
     let cases: Vec<(&str, reqwest::RequestBuilder, u16, &str)> = vec![

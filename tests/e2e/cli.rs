@@ -63,3 +63,53 @@ async fn json_logs_on_request() {
     let parsed: serde_json::Value = serde_json::from_str(line).unwrap();
     assert_eq!(parsed["level"], "INFO");
 }
+
+#[tokio::test]
+async fn check_address_answers_like_the_server_would() {
+    let db = TestDb::new().await;
+    /// (arguments, environment, exit code, start of the first line)
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32, &'a str);
+    let cases: &[Case] = &[
+        (&["check-address", "http://127.0.0.1:3000/mcp"], &[], 3, "refused: "),
+        (&["check-address", "http://169.254.169.254/latest/meta-data"], &[], 3, "refused: "),
+        (&["check-address", "http://0x7f000001:3000/"], &[], 3, "refused: "),
+        (
+            &["check-address", "http://127.0.0.1:3000/mcp"],
+            &[("MCP_ALLOWED_ORIGINS", "http://127.0.0.1:3000")],
+            0,
+            "allowed",
+        ),
+        // The MCP list does not open page reading.
+        (
+            &["check-address", "--purpose", "fetch", "http://127.0.0.1:3000/"],
+            &[("MCP_ALLOWED_ORIGINS", "http://127.0.0.1:3000")],
+            3,
+            "refused: ",
+        ),
+        (&["check-address", "--purpose", "bot", "http://93.184.215.14/"], &[], 0, "allowed"),
+        (&["check-address", "--purpose", "mail", "http://93.184.215.14/"], &[], 2, ""),
+        (
+            &["check-address", "http://93.184.215.14/"],
+            &[("MCP_ALLOWED_ORIGINS", "not an origin")],
+            2,
+            "",
+        ),
+    ];
+    for (args, env, code, first_line) in cases {
+        let output = std::process::Command::new(crate::support::binary())
+            .args(*args)
+            .env_clear()
+            .env("LLOOMA_DATA_DIR", db.data_dir.path())
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(*code),
+            "{args:?} {env:?}: {stdout} {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(stdout.lines().next().unwrap_or("").starts_with(first_line), "{args:?}: {stdout}");
+    }
+}

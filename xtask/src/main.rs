@@ -1,1 +1,77 @@
-fn main() {}
+//! `cargo xtask <cmd>`: the one entry point for developer automation.
+//!
+//! Every subcommand shells out to `cargo` (and `git`) with `std::process::Command`; output goes to
+//! stderr so that `cargo xtask ... | ...` pipes stay clean.
+
+mod bench;
+mod bench_server;
+mod ci;
+mod deny;
+mod layering;
+mod util;
+
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use crate::util::Ctx;
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [args]
+
+commands:
+  ci                 everything CI runs, in order, failing fast: fmt, clippy, cargo-deny,
+                     layering checks, then tests (nextest on SQLite and on Postgres, doc tests)
+  run [args...]      build and run the server: `cargo run -p llooma-server -- serve [args...]`
+  bench [group...] [-- cargo-bench-args...]
+                     run benchmark groups (default: all); groups: see `cargo xtask bench --list`
+  deny-db            prepare the offline RustSec advisory database from ../shared/advisory-db
+  deny               deny-db, then `cargo deny --offline check`
+  layering           only the layering checks (which crate may depend on what)
+  help               this text
+
+environment:
+  LLOOMA_SHARED_DIR    shared read-only material (default: <workspace>/../shared)
+  LLOOMA_TEST_PG_URL   Postgres server URL for the Postgres test run
+                       (default: postgres://postgres@127.0.0.1:5432)
+";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match dispatch(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("\nxtask: error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn dispatch(args: &[String]) -> Result<()> {
+    let Some((cmd, rest)) = args.split_first() else {
+        eprint!("{USAGE}");
+        bail!("no command given");
+    };
+    let ctx = Ctx::new()?;
+    match cmd.as_str() {
+        "ci" => {
+            if !rest.is_empty() {
+                bail!("`cargo xtask ci` takes no arguments (it is exactly what CI runs)");
+            }
+            ci::ci(&ctx)
+        }
+        "run" => ci::run_server(&ctx, rest),
+        "bench" => bench::bench(&ctx, rest),
+        "deny-db" => deny::prepare_db(&ctx).map(|_| ()),
+        "deny" => deny::check(&ctx),
+        "layering" => layering::check(&ctx),
+        "help" | "-h" | "--help" => {
+            eprint!("{USAGE}");
+            Ok(())
+        }
+        other => {
+            eprint!("{USAGE}");
+            bail!("unknown command `{other}`")
+        }
+    }
+}

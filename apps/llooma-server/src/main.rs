@@ -44,7 +44,19 @@ enum Command {
         #[arg(long)]
         new_secret_env: Option<String>,
     },
+    /// Say whether the server may connect to URL, and why (exit 0 allowed, 3 refused, 2 usage).
+    CheckAddress {
+        /// What the address is for: mcp, fetch (page reading) or bot (chat servers).
+        #[arg(long, default_value = "mcp")]
+        purpose: String,
+        url: String,
+    },
 }
+
+/// Exit status of `check-address` when the address is refused.
+const EXIT_REFUSED: u8 = 3;
+/// Exit status for a usage error (clap uses the same for bad arguments).
+const EXIT_USAGE: u8 = 2;
 
 #[derive(Debug, Subcommand)]
 enum AdminCommand {
@@ -108,9 +120,12 @@ fn read_password(password_env: Option<&str>) -> anyhow::Result<Secret> {
     Ok(Secret::new(line.trim_end_matches(['\r', '\n'])))
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let settings = Settings::load(cli.config.as_deref(), |name| std::env::var(name).ok())?;
     match cli.command.unwrap_or(Command::Serve) {
+        Command::CheckAddress { purpose, url } => {
+            return check_address(&settings, &purpose, &url).await;
+        }
         Command::Config => say(settings.to_redacted_toml()?.trim_end()),
         Command::Serve => {
             init_tracing(&settings);
@@ -156,7 +171,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             say(&secret::rotate(&settings, &store, new_value).await?);
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `llooma check-address`: decides exactly as the server would, with the same settings.
+async fn check_address(settings: &Settings, purpose: &str, url: &str) -> anyhow::Result<ExitCode> {
+    let purpose: llooma_net::Purpose = match purpose.parse() {
+        Ok(purpose) => purpose,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let policy = match settings.outbound_policy() {
+        Ok(policy) => policy,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let check = llooma_net::check_address(&policy, purpose, url, &llooma_net::SystemResolver).await;
+    say(check.to_string().trim_end());
+    Ok(if check.allowed() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_REFUSED) })
 }
 
 fn main() -> ExitCode {
@@ -169,7 +205,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::FAILURE

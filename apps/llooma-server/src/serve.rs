@@ -17,6 +17,8 @@ use crate::settings::Settings;
 const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    // A malformed allow-list stops start-up rather than silently reaching less (or more).
+    let _outbound = settings.outbound_policy().context("the outbound network settings")?;
     let store = crate::open_store(&settings).await?;
     let vault = crate::secret::open_vault(&settings, &store).await?;
     let config = ApiConfig {

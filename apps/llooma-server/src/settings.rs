@@ -194,6 +194,15 @@ impl Settings {
         Ok(())
     }
 
+    /// The outbound policy from the three allow-lists; a malformed entry is an error naming it.
+    pub fn outbound_policy(&self) -> anyhow::Result<llooma_net::OutboundPolicy> {
+        Ok(llooma_net::OutboundPolicy::from_allow_lists(
+            self.mcp_allowed_origins.as_deref(),
+            self.fetch_allowed_origins.as_deref(),
+            self.bot_allowed_origins.as_deref(),
+        )?)
+    }
+
     /// The database address: the configured one, or SQLite in the data directory.
     pub fn database_url(&self) -> String {
         match &self.database_url {

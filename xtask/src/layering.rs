@@ -1,0 +1,338 @@
+//! Layering checks: which workspace crate may depend on what (ARCHITECTURE.md's invariants that
+//! a machine can prove). Direct dependencies come from `cargo metadata`; "no tokio, even
+//! transitively" comes from `cargo tree -p <crate> -e normal`, which resolves features the way
+//! building that crate alone does.
+//!
+//! To add a rule: add a line to `DIRECT_RULES` or `NO_TRANSITIVE`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::util::{Ctx, output};
+
+/// The kind of a dependency edge, as `cargo metadata` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DepKind {
+    Normal,
+    Dev,
+    Build,
+}
+
+impl DepKind {
+    fn describe(self) -> &'static str {
+        match self {
+            DepKind::Normal => "normal dependency",
+            DepKind::Dev => "dev-dependency",
+            DepKind::Build => "build-dependency",
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Dep {
+    /// The package name (not the `package = ...` rename).
+    pub name: String,
+    pub kind: DepKind,
+}
+
+#[derive(Debug)]
+pub struct Member {
+    pub name: String,
+    /// Directory of the member's manifest, relative to the workspace root (e.g. `crates/llooma-net`).
+    pub dir: PathBuf,
+    pub deps: Vec<Dep>,
+    /// Names of `bench` targets.
+    pub benches: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct Workspace {
+    pub members: Vec<Member>,
+    pub target_dir: PathBuf,
+}
+
+impl Workspace {
+    /// `cargo metadata --format-version 1 --no-deps`: the workspace members and their declared
+    /// dependencies (no resolution needed, so it is fast and works before a lockfile exists).
+    pub fn load(ctx: &Ctx) -> Result<Self> {
+        let json = output(&mut ctx.cargo(["metadata", "--format-version", "1", "--no-deps"]))?;
+        let meta: Value =
+            serde_json::from_str(&json).context("`cargo metadata` printed invalid JSON")?;
+        let root = PathBuf::from(str_field(&meta, "workspace_root")?);
+        let target_dir = PathBuf::from(str_field(&meta, "target_directory")?);
+        let members_ids: Vec<&str> =
+            array_field(&meta, "workspace_members")?.iter().filter_map(Value::as_str).collect();
+        let mut members = Vec::new();
+        for pkg in array_field(&meta, "packages")? {
+            let id = str_field(pkg, "id")?;
+            if !members_ids.contains(&id) {
+                continue;
+            }
+            let manifest = PathBuf::from(str_field(pkg, "manifest_path")?);
+            let dir = manifest
+                .parent()
+                .and_then(|d| d.strip_prefix(&root).ok())
+                .map(Path::to_path_buf)
+                .unwrap_or_default();
+            let mut deps = Vec::new();
+            for dep in array_field(pkg, "dependencies")? {
+                let kind = match dep.get("kind").and_then(Value::as_str) {
+                    None => DepKind::Normal,
+                    Some("dev") => DepKind::Dev,
+                    Some("build") => DepKind::Build,
+                    Some(other) => bail!("unknown dependency kind `{other}` in cargo metadata"),
+                };
+                deps.push(Dep { name: str_field(dep, "name")?.to_owned(), kind });
+            }
+            let mut benches = Vec::new();
+            for target in array_field(pkg, "targets")? {
+                let is_bench = target
+                    .get("kind")
+                    .and_then(Value::as_array)
+                    .is_some_and(|kinds| kinds.iter().any(|k| k.as_str() == Some("bench")));
+                if is_bench {
+                    benches.push(str_field(target, "name")?.to_owned());
+                }
+            }
+            members.push(Member { name: str_field(pkg, "name")?.to_owned(), dir, deps, benches });
+        }
+        members.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Self { members, target_dir })
+    }
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .with_context(|| format!("cargo metadata: missing string field `{key}`"))
+}
+
+fn array_field<'a>(v: &'a Value, key: &str) -> Result<&'a Vec<Value>> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .with_context(|| format!("cargo metadata: missing array field `{key}`"))
+}
+
+/// Which workspace members a rule applies to.
+#[derive(Debug, Clone, Copy)]
+enum Scope {
+    /// Every member except the named ones.
+    AllExcept(&'static [&'static str]),
+    /// Members whose directory is under one of these workspace-relative folders.
+    Under(&'static [&'static str]),
+}
+
+impl Scope {
+    fn covers(self, m: &Member) -> bool {
+        match self {
+            Scope::AllExcept(names) => !names.contains(&m.name.as_str()),
+            Scope::Under(dirs) => dirs.iter().any(|d| m.dir.starts_with(d)),
+        }
+    }
+}
+
+/// "Crates in `scope` must not directly depend on any of `forbidden` (edges of `kinds`)."
+#[derive(Debug)]
+struct DirectRule {
+    scope: Scope,
+    forbidden: &'static [&'static str],
+    kinds: &'static [DepKind],
+    why: &'static str,
+}
+
+const NON_DEV: &[DepKind] = &[DepKind::Normal, DepKind::Build];
+
+const DIRECT_RULES: &[DirectRule] = &[
+    DirectRule {
+        scope: Scope::AllExcept(&["llooma-store", "llooma-migration", "xtask"]),
+        forbidden: &["sea-orm", "sea-orm-migration", "sea-query", "sqlx"],
+        kinds: NON_DEV,
+        why: "only llooma-store and llooma-migration may name sea-orm (or the SQL layers under it); \
+              other crates use the ports llooma-core defines and llooma-store implements (tests \
+              may open the database directly to look at or tamper with what is stored)",
+    },
+    DirectRule {
+        scope: Scope::AllExcept(&["llooma-net", "llooma-e2e", "xtask"]),
+        forbidden: &["reqwest"],
+        kinds: NON_DEV,
+        why: "only llooma-net builds an HTTP client that reaches the network (it enforces the \
+              outbound policy); tests may use reqwest as a dev-dependency",
+    },
+    DirectRule {
+        scope: Scope::Under(&["crates", "migrations"]),
+        forbidden: &["anyhow", "eyre", "color-eyre"],
+        kinds: NON_DEV,
+        why: "library crates return typed errors (a thiserror enum); anyhow/eyre only in apps/ \
+              and xtask/",
+    },
+];
+
+/// "This crate must not depend on `forbidden`, not even transitively, through normal edges."
+#[derive(Debug)]
+struct TransitiveRule {
+    krate: &'static str,
+    forbidden: &'static str,
+    why: &'static str,
+}
+
+const PURE_WHY: &str = "pure crates do no IO and must not depend on tokio";
+
+const NO_TRANSITIVE: &[TransitiveRule] = &[
+    TransitiveRule { krate: "llooma-policy", forbidden: "tokio", why: PURE_WHY },
+    TransitiveRule { krate: "llooma-tool-naming", forbidden: "tokio", why: PURE_WHY },
+    TransitiveRule { krate: "llooma-memory-guard", forbidden: "tokio", why: PURE_WHY },
+    TransitiveRule { krate: "llooma-types", forbidden: "tokio", why: PURE_WHY },
+];
+
+/// Runs every layering rule; one error listing every violation.
+pub fn check(ctx: &Ctx) -> Result<()> {
+    let ws = Workspace::load(ctx)?;
+    let mut violations = direct_violations(&ws);
+    violations.extend(transitive_violations(ctx, &ws)?);
+    if violations.is_empty() {
+        eprintln!(
+            "layering: ok ({} direct rules over {} crates, {} transitive rules)",
+            DIRECT_RULES.len(),
+            ws.members.len(),
+            NO_TRANSITIVE.len()
+        );
+        return Ok(());
+    }
+    eprintln!("layering: {} violation(s):", violations.len());
+    for v in &violations {
+        eprintln!("  - {v}");
+    }
+    bail!(
+        "{} layering rule violation(s) (listed above); see ARCHITECTURE.md for the dependency \
+         directions",
+        violations.len()
+    )
+}
+
+fn direct_violations(ws: &Workspace) -> Vec<String> {
+    let mut out = Vec::new();
+    for rule in DIRECT_RULES {
+        for m in ws.members.iter().filter(|m| rule.scope.covers(m)) {
+            for dep in &m.deps {
+                if rule.forbidden.contains(&dep.name.as_str()) && rule.kinds.contains(&dep.kind) {
+                    out.push(format!(
+                        "`{}` ({}) depends on `{}` as a {}: {}",
+                        m.name,
+                        m.dir.display(),
+                        dep.name,
+                        dep.kind.describe(),
+                        rule.why
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn transitive_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for rule in NO_TRANSITIVE {
+        if !ws.members.iter().any(|m| m.name == rule.krate) {
+            eprintln!(
+                "layering: note: `{}` is not a workspace member; skipping its rule",
+                rule.krate
+            );
+            continue;
+        }
+        let tree = output(&mut ctx.cargo([
+            "tree", "--quiet", "-p", rule.krate, "-e", "normal", "--target", "all", "--prefix",
+            "none", "--format", "{p}",
+        ]))?;
+        let prefix = format!("{} v", rule.forbidden);
+        if tree.lines().any(|line| line.starts_with(&prefix)) {
+            // Show the path(s) that pull it in.
+            let path = output(&mut ctx.cargo([
+                "tree",
+                "--quiet",
+                "-p",
+                rule.krate,
+                "-e",
+                "normal",
+                "--target",
+                "all",
+                "-i",
+                rule.forbidden,
+            ]))
+            .unwrap_or_default();
+            out.push(format!(
+                "`{}` depends on `{}` (through normal dependencies): {}. It comes in through:\n{}",
+                rule.krate,
+                rule.forbidden,
+                rule.why,
+                indent(&path, "      ")
+            ));
+        }
+    }
+    Ok(out)
+}
+
+fn indent(text: &str, pad: &str) -> String {
+    text.lines().map(|l| format!("{pad}{l}")).collect::<Vec<_>>().join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(name: &str, dir: &str, deps: &[(&str, DepKind)]) -> Member {
+        Member {
+            name: name.into(),
+            dir: dir.into(),
+            deps: deps.iter().map(|(n, k)| Dep { name: (*n).into(), kind: *k }).collect(),
+            benches: vec![],
+        }
+    }
+
+    fn ws(members: Vec<Member>) -> Workspace {
+        Workspace { members, target_dir: "target".into() }
+    }
+
+    #[test]
+    fn allowed_edges_pass() {
+        let w = ws(vec![
+            member("llooma-store", "crates/llooma-store", &[("sea-orm", DepKind::Normal)]),
+            member("llooma-net", "crates/llooma-net", &[("reqwest", DepKind::Normal)]),
+            member(
+                "llooma-api",
+                "crates/llooma-api",
+                &[("reqwest", DepKind::Dev), ("anyhow", DepKind::Dev)],
+            ),
+            member("llooma-server", "apps/llooma-server", &[("anyhow", DepKind::Normal)]),
+            member("xtask", "xtask", &[("anyhow", DepKind::Normal)]),
+        ]);
+        assert!(direct_violations(&w).is_empty());
+    }
+
+    #[test]
+    fn forbidden_edges_are_named() {
+        let w = ws(vec![
+            member(
+                "llooma-api",
+                "crates/llooma-api",
+                &[("sea-orm", DepKind::Normal), ("reqwest", DepKind::Normal)],
+            ),
+            member("llooma-policy", "crates/llooma-policy", &[("anyhow", DepKind::Normal)]),
+            member(
+                "llooma-e2e",
+                "tests",
+                &[("sea-orm", DepKind::Normal), ("reqwest", DepKind::Normal)],
+            ),
+            member("llooma-migration", "migrations", &[("eyre", DepKind::Build)]),
+        ]);
+        let v = direct_violations(&w);
+        assert_eq!(v.len(), 5, "{v:#?}");
+        assert!(v[0].contains("`llooma-api`") && v[0].contains("`sea-orm`"));
+        assert!(v.iter().any(|s| s.contains("`llooma-e2e`") && s.contains("`sea-orm`")));
+        assert!(v.iter().any(|s| s.contains("`llooma-api`") && s.contains("`reqwest`")));
+        assert!(v.iter().any(|s| s.contains("`llooma-policy`") && s.contains("`anyhow`")));
+        assert!(v.iter().any(|s| s.contains("`llooma-migration`") && s.contains("`eyre`")));
+    }
+}
