@@ -6,6 +6,8 @@
 mod accounts;
 mod api_errors;
 mod cli;
+mod mcp_servers;
+mod peers;
 mod secrets;
 mod sessions;
 mod support;

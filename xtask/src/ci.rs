@@ -71,8 +71,16 @@ pub fn ci(ctx: &Ctx) -> Result<()> {
         }
         Ok(())
     })?;
+    // Real MCP servers for the tests (npm's server-everything, the Python SDK, the conformance
+    // suite): installed into target/peers by the script, found through the variables it prints.
+    let mut peers: Vec<(String, String)> = Vec::new();
+    steps.step("MCP peers (npm, PyPI)", || {
+        peers = install_peers(ctx)?;
+        Ok(())
+    })?;
     let test_env = |cmd: &mut Command, db: &str| {
         cmd.env("LLOOMA_SLOW_TESTS", "1").env("LLOOMA_BIN", &bin).env("LLOOMA_TEST_DB", db);
+        cmd.envs(peers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         if db == "postgres" {
             cmd.env("LLOOMA_TEST_PG_URL", &pg_url);
         } else {
@@ -81,15 +89,7 @@ pub fn ci(ctx: &Ctx) -> Result<()> {
     };
     for db in ["sqlite", "postgres"] {
         steps.step(&format!("nextest (LLOOMA_TEST_DB={db})"), || {
-            let mut cmd = ctx.cargo([
-                "nextest",
-                "run",
-                "--workspace",
-                "--no-fail-fast",
-                // TODO(lead): drop `--no-tests=warn` once every crate has tests; nextest fails
-                // on an empty run by default, which is what we want then.
-                "--no-tests=warn",
-            ]);
+            let mut cmd = ctx.cargo(["nextest", "run", "--workspace", "--no-fail-fast"]);
             test_env(&mut cmd, db);
             run(&mut cmd).with_context(|| format!("tests failed with LLOOMA_TEST_DB={db}"))
         })?;
@@ -106,6 +106,28 @@ pub fn ci(ctx: &Ctx) -> Result<()> {
 }
 
 /// `cargo run -p llooma-server -- serve <args>`; exits with the server's exit code.
+/// Installs the MCP peers (idempotent) and returns the variables the tests find them by.
+pub fn install_peers(ctx: &Ctx) -> Result<Vec<(String, String)>> {
+    let script = ctx.root.join("crates/llooma-mcp-client/tests/peers/install.sh");
+    let printed = crate::util::output(Command::new("bash").arg(&script).current_dir(&ctx.root))
+        .context("installing the MCP peers failed")?;
+    Ok(printed
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect())
+}
+
+/// `cargo xtask conformance`: the official MCP conformance suite's client scenarios
+/// (`initialize`, `tools_call`, `sse-retry`) against our client.
+pub fn conformance(ctx: &Ctx) -> Result<()> {
+    let peers = install_peers(ctx)?;
+    let mut cmd =
+        ctx.cargo(["nextest", "run", "-p", "llooma-mcp-client", "--test", "it", "conformance"]);
+    cmd.env("LLOOMA_SLOW_TESTS", "1").envs(peers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    run(&mut cmd).context("the conformance scenarios failed")
+}
+
 pub fn run_server(ctx: &Ctx, args: &[String]) -> Result<()> {
     let mut cmd = ctx.cargo(["run", "-p", "llooma-server", "--", "serve"]);
     cmd.args(args);

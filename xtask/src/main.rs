@@ -25,6 +25,8 @@ commands:
   run [args...]      build and run the server: `cargo run -p llooma-server -- serve [args...]`
   bench [group...] [-- cargo-bench-args...]
                      run benchmark groups (default: all); groups: see `cargo xtask bench --list`
+  conformance        the official MCP conformance suite (client scenarios initialize,
+                     tools_call, sse-retry) against our MCP client
   deny-db            prepare the offline RustSec advisory database from ../shared/advisory-db
   deny               deny-db, then `cargo deny --offline check`
   layering           only the layering checks (which crate may depend on what)
@@ -62,6 +64,7 @@ fn dispatch(args: &[String]) -> Result<()> {
         }
         "run" => ci::run_server(&ctx, rest),
         "bench" => bench::bench(&ctx, rest),
+        "conformance" => ci::conformance(&ctx),
         "deny-db" => deny::prepare_db(&ctx).map(|_| ()),
         "deny" => deny::check(&ctx),
         "layering" => layering::check(&ctx),

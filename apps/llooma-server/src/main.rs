@@ -44,6 +44,11 @@ enum Command {
         #[arg(long)]
         new_secret_env: Option<String>,
     },
+    /// MCP servers from the shell.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// Say whether the server may connect to URL, and why (exit 0 allowed, 3 refused, 2 usage).
     CheckAddress {
         /// What the address is for: mcp, fetch (page reading) or bot (chat servers).
@@ -57,6 +62,20 @@ enum Command {
 const EXIT_REFUSED: u8 = 3;
 /// Exit status for a usage error (clap uses the same for bad arguments).
 const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Subcommand)]
+enum McpCommand {
+    /// Connect to an MCP server as adding it would, and show who answered and its tools.
+    Probe {
+        url: String,
+        /// Send the token held in this environment variable.
+        #[arg(long)]
+        token_env: Option<String>,
+        /// Print JSON: {protocolVersion, serverName, instructions, tools: [{name, modelName, group}]}.
+        #[arg(long)]
+        json: bool,
+    },
+}
 
 #[derive(Debug, Subcommand)]
 enum AdminCommand {
@@ -126,6 +145,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::CheckAddress { purpose, url } => {
             return check_address(&settings, &purpose, &url).await;
         }
+        Command::Mcp { command: McpCommand::Probe { url, token_env, json } } => {
+            return mcp_probe(&settings, &url, token_env.as_deref(), json).await;
+        }
         Command::Config => say(settings.to_redacted_toml()?.trim_end()),
         Command::Serve => {
             init_tracing(&settings);
@@ -169,6 +191,80 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             let store = open_store(&settings).await?;
             say(&secret::rotate(&settings, &store, new_value).await?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `llooma mcp probe`: what the add-server test shows, under the same policy.
+async fn mcp_probe(
+    settings: &Settings,
+    url: &str,
+    token_env: Option<&str>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let token = match token_env {
+        Some(name) => Some(Secret::new(
+            std::env::var(name)
+                .with_context(|| format!("the environment variable {name} is not set"))?,
+        )),
+        None => None,
+    };
+    let policy = std::sync::Arc::new(settings.outbound_policy()?);
+    let report = match llooma_mcp_client::probe(policy, url, token.as_ref()).await {
+        Ok(report) => report,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let names: Vec<&str> = report.tools.iter().map(|t| t.name.as_str()).collect();
+    let slug = llooma_tool_naming::slugify(report.server_name.as_deref().unwrap_or("server"));
+    let table = llooma_tool_naming::NameTable::build([("probe", slug.as_str(), names.clone())])
+        .map_err(|e| anyhow::anyhow!("naming tools: {e}"))?;
+    let group_of: std::collections::HashMap<String, String> =
+        llooma_tool_naming::group_tools(&names)
+            .into_iter()
+            .flat_map(|g| g.tools.into_iter().map(move |t| (t, g.key.clone())))
+            .collect();
+    let tools: Vec<serde_json::Value> = names
+        .iter()
+        .map(|name| {
+            serde_json::json!({
+                "name": name,
+                "modelName": table.model_name(&"probe", name).unwrap_or_default(),
+                "group": group_of.get(*name).cloned().unwrap_or_default(),
+            })
+        })
+        .collect();
+    if json {
+        let out = serde_json::json!({
+            "protocolVersion": report.protocol_version,
+            "serverName": report.server_name,
+            "serverVersion": report.server_version,
+            "instructions": report.instructions,
+            "tools": tools,
+            "notes": report.notes.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        });
+        say(&serde_json::to_string_pretty(&out)?);
+    } else {
+        say(&format!(
+            "connected: {} {} (protocol {})",
+            report.server_name.as_deref().unwrap_or("(unnamed server)"),
+            report.server_version.as_deref().unwrap_or(""),
+            report.protocol_version
+        ));
+        say(&format!("{} tools:", tools.len()));
+        for tool in &tools {
+            say(&format!(
+                "  {}  ->  {}  [group: {}]",
+                tool["name"].as_str().unwrap_or_default(),
+                tool["modelName"].as_str().unwrap_or_default(),
+                tool["group"].as_str().unwrap_or_default()
+            ));
+        }
+        for note in &report.notes {
+            say(&format!("note: {note}"));
         }
     }
     Ok(ExitCode::SUCCESS)

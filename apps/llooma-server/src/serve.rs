@@ -18,7 +18,7 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     // A malformed allow-list stops start-up rather than silently reaching less (or more).
-    let _outbound = settings.outbound_policy().context("the outbound network settings")?;
+    let outbound = Arc::new(settings.outbound_policy().context("the outbound network settings")?);
     let store = crate::open_store(&settings).await?;
     let vault = crate::secret::open_vault(&settings, &store).await?;
     let config = ApiConfig {
@@ -34,8 +34,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         trust_forwarded_for: settings.trust_forwarded_for,
         ..ApiConfig::default()
     };
+    let mcp = llooma_mcp_client::McpClient::new(outbound, llooma_mcp_client::McpConfig::default())
+        .context("setting up the MCP client")?;
     let state = AppState {
         store: store.clone(),
+        mcp,
         vault: Arc::new(vault),
         passwords: Passwords::new(settings.password_hash_concurrency),
         config: Arc::new(config),

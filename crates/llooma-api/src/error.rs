@@ -23,6 +23,10 @@ pub enum ApiError {
     Csrf(String),
     #[error("not found")]
     NotFound,
+    /// The request was understood but what it points at cannot be used (an MCP server that
+    /// does not answer, refuses the token, or is not allowed by the network policy).
+    #[error("{message}")]
+    Unprocessable { code: &'static str, message: String },
     #[error("{message}")]
     Conflict { code: &'static str, message: String },
     #[error("the request body is larger than the limit of {limit} bytes")]
@@ -86,6 +90,9 @@ impl IntoResponse for ApiError {
             ApiError::Forbidden(message) => (StatusCode::FORBIDDEN, "forbidden", message.clone()),
             ApiError::Csrf(message) => (StatusCode::FORBIDDEN, "csrf", message.clone()),
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "Nothing is here.".into()),
+            ApiError::Unprocessable { code, message } => {
+                (StatusCode::UNPROCESSABLE_ENTITY, *code, message.clone())
+            }
             ApiError::Conflict { code, message } => (StatusCode::CONFLICT, *code, message.clone()),
             ApiError::PayloadTooLarge { limit } => (
                 StatusCode::PAYLOAD_TOO_LARGE,

@@ -11,6 +11,7 @@ mod auth;
 mod csrf;
 pub mod error;
 mod extract;
+mod mcp;
 mod passwords;
 mod session;
 
@@ -82,6 +83,8 @@ impl Default for ApiConfig {
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub store: Store,
+    /// Talks to MCP servers under the outbound policy.
+    pub mcp: llooma_mcp_client::McpClient,
     pub vault: Arc<Vault>,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,
@@ -101,6 +104,22 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))
         .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))
         .route("/admin/providers/{id}/key", put(admin::set_provider_key))
+        .route("/mcp/servers", get(mcp::list_servers).post(mcp::add_server))
+        .route("/mcp/servers/test", post(mcp::test_server))
+        .route(
+            "/mcp/servers/{id}",
+            get(mcp::get_server).patch(mcp::patch_server).delete(mcp::delete_server),
+        )
+        .route("/mcp/servers/{id}/token", put(mcp::set_token))
+        .route("/mcp/servers/{id}/groups", put(mcp::set_group))
+        .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
+        .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))
+        .route("/admin/mcp/servers", get(mcp::admin_list))
+        .route("/admin/mcp/servers/{id}", axum::routing::delete(mcp::admin_delete))
+        .route(
+            "/admin/mcp/servers/{id}/suspend",
+            post(mcp::admin_suspend).delete(mcp::admin_unsuspend),
+        )
         .fallback(|| async { error::ApiError::NotFound })
         .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::check_origin))
         .layer(DefaultBodyLimit::max(extract::BODY_LIMIT));

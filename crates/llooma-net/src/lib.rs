@@ -27,4 +27,8 @@ pub use check::{AddressCheck, ResolvedAddress, check_address};
 pub use client::{MAX_REDIRECTS, NetClient, NetClientBuilder, NetResponse};
 pub use error::{NetError, PolicyRefusal, RedirectProblem, RedirectRefused};
 pub use llooma_policy::{Decision, OutboundPolicy, PolicyError, Purpose, Refusal};
+/// The HTTP library's types, for crates that hand [`NetClient::reqwest_client`] to a library (rmcp)
+/// and classify its errors. Building a `Client` from it anywhere else is still forbidden: the
+/// layering check refuses a direct dependency on reqwest outside this crate.
+pub use reqwest;
 pub use resolver::{Lookup, Resolver, SystemResolver};

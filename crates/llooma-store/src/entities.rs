@@ -123,3 +123,73 @@ pub mod providers {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+pub mod mcp_servers {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "mcp_servers")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub account_id: String,
+        pub label: String,
+        pub slug: String,
+        pub address: String,
+        pub token_ciphertext: Option<String>,
+        pub enabled: bool,
+        pub suspended_reason: Option<String>,
+        pub suspended_at_ms: Option<i64>,
+        pub suspended_by: Option<String>,
+        pub snapshot_json: String,
+        pub snapshot_taken_at_ms: i64,
+        pub snapshot_stale: bool,
+        pub position: i64,
+        pub created_at_ms: i64,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod mcp_group_switches {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "mcp_group_switches")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub server_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub group_key: String,
+        pub enabled: bool,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod account_tool_settings {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "account_tool_settings")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub account_id: String,
+        pub tool_budget: i64,
+        pub mcp_everywhere: bool,
+        pub announce_mode: bool,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

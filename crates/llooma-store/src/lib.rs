@@ -11,6 +11,7 @@ mod accounts;
 mod entities;
 mod instance;
 mod login_failures;
+mod mcp_servers;
 mod providers;
 mod secrets;
 mod sessions;
@@ -24,6 +25,7 @@ use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbB
 pub use accounts::{Account, NewAccount, RegisterOutcome};
 pub use instance::{InstanceSettings, InstanceState};
 pub use login_failures::FailureScope;
+pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};
 pub use providers::{NewProvider, Provider};
 pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
 pub use sessions::{NewSession, Session};

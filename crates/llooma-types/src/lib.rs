@@ -103,3 +103,162 @@ pub struct ErrorBody {
     /// A sentence for a person: what happened and what to do.
     pub message: String,
 }
+
+/// An administrator's suspension of an MCP server, as its owner sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SuspensionView {
+    pub reason: String,
+    pub at: String,
+}
+
+/// An MCP server card in Settings → Tools. Counts come from the stored snapshot: listing
+/// servers never contacts them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerView {
+    pub id: String,
+    pub label: String,
+    /// The server half of its tools' names (`mcp_<slug>_<tool>`).
+    pub slug: String,
+    pub address: String,
+    /// Whether a token is stored; the token itself is never sent back.
+    pub has_token: bool,
+    /// The owner's own switch.
+    pub enabled: bool,
+    /// Set when an administrator suspended it; the owner's switch then changes nothing.
+    pub suspended: Option<SuspensionView>,
+    /// Whether its tools can be offered now (switched on and not suspended).
+    pub active: bool,
+    pub server_name: Option<String>,
+    pub protocol_version: String,
+    pub tool_count: usize,
+    pub group_count: usize,
+    pub snapshot_taken_at: String,
+    /// The server said its tools changed since the snapshot: "Update tools" to see what.
+    pub snapshot_stale: bool,
+}
+
+/// One tool of a server, as the catalogue shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolView {
+    /// The server's own name for it.
+    pub name: String,
+    /// The name the model sees.
+    pub model_name: String,
+    /// Its group's key ("" for the unnamed group).
+    pub group: String,
+    pub description: Option<String>,
+    /// The server's annotations (`readOnlyHint`, ...): the server's claims, not facts.
+    pub annotations: Option<serde_json::Value>,
+    pub input_schema: serde_json::Value,
+    /// Switched on (server active and its group on).
+    pub enabled: bool,
+}
+
+/// A group read off a server's tool names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpGroupView {
+    /// The prefix ("" for the tools that follow no pattern).
+    pub key: String,
+    pub enabled: bool,
+    pub tool_count: usize,
+}
+
+/// A server with its whole catalogue (the card's "full list" and advanced settings).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerDetail {
+    pub server: McpServerView,
+    pub instructions: Option<String>,
+    pub groups: Vec<McpGroupView>,
+    pub tools: Vec<McpToolView>,
+    pub resources: serde_json::Value,
+    pub resource_templates: serde_json::Value,
+    pub prompts: serde_json::Value,
+    /// What limits cut or left out when the snapshot was taken.
+    pub notes: Vec<String>,
+}
+
+/// What the connection test found (nothing is stored by a test).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpTestReport {
+    pub protocol_version: String,
+    pub server_name: Option<String>,
+    pub server_version: Option<String>,
+    pub instructions: Option<String>,
+    /// The slug the server would get (from the label).
+    pub slug: String,
+    pub tools: Vec<McpToolView>,
+    pub groups: Vec<McpGroupView>,
+    pub notes: Vec<String>,
+}
+
+/// A tool whose definition changed between two snapshots.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolChange {
+    pub name: String,
+    pub description_changed: bool,
+    /// Input or output schema, or annotations.
+    pub schema_changed: bool,
+}
+
+/// What "Update tools" found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpRefreshReport {
+    pub server: McpServerView,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// A changed description or schema matters for consent: remembered "Always allow" grants
+    /// for these tools no longer apply.
+    pub changed: Vec<McpToolChange>,
+}
+
+/// A tool the budget left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeftOutTool {
+    pub server_id: String,
+    pub server_label: String,
+    pub tool: String,
+}
+
+/// The account's MCP tool settings and what they mean for a request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolSettingsView {
+    pub tool_budget: u32,
+    pub mcp_everywhere: bool,
+    pub announce_mode: bool,
+    /// Set past 100: everything switched on rides along in every request of every turn.
+    pub budget_warning: Option<String>,
+    /// Tools switched on across every active server.
+    pub switched_on: usize,
+    /// How many of those reach the model.
+    pub offered: usize,
+    /// Which ones the budget leaves out, in the order they are dropped.
+    pub left_out: Vec<LeftOutTool>,
+}
+
+/// A change to the account's MCP tool settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct McpToolSettingsPatch {
+    pub tool_budget: Option<u32>,
+    pub mcp_everywhere: Option<bool>,
+    pub announce_mode: Option<bool>,
+}
+
+/// Every MCP server of the instance, for administrators.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminMcpServerView {
+    pub server: McpServerView,
+    pub owner_id: String,
+    pub owner_username: String,
+}

@@ -1,0 +1,36 @@
+//! The MCP client of Llooma: Streamable HTTP only, client side only, every request through
+//! `llooma-net` under the `mcp` purpose of the outbound policy.
+//!
+//! - [`McpClient`] holds the policy-enforcing HTTP client and the bounds ([`McpConfig`],
+//!   [`Limits`]); [`McpClient::connect`] gives an [`McpSession`] to reuse within a turn, and
+//!   [`McpClient::probe`], [`McpClient::snapshot`], [`McpClient::call_tool`] are one-shot
+//!   helpers. [`probe`] is what `llooma mcp probe` calls.
+//! - Handshake: `server/discover` at protocol 2026-07-28, falling back to `initialize` at
+//!   2025-11-25 for servers that do not know it (rmcp's `ClientLifecycleMode::Auto`).
+//! - Everything a server sends is bounded: pages per list, tools per server, description and
+//!   schema sizes, the result given to the model, the size of one response. What a limit cuts
+//!   is said in a [`Note`] or in the result itself, never silently.
+//! - Every failure is a distinct [`McpError`] whose message says what to do. The token is a
+//!   [`llooma_vault::Secret`] and appears in no message, log or `Debug` output of this crate.
+//!
+//! Must never: speak stdio or start a process; build an HTTP client of its own; name a
+//! model-facing tool (that is `llooma-tool-naming`'s job: names here are the server's own).
+
+mod canonical;
+mod config;
+mod error;
+mod model;
+mod session;
+pub mod template;
+
+pub use canonical::{canonical_json, definition_hash};
+pub use config::{Limits, McpConfig, TRUNCATION_MARKER};
+pub use error::McpError;
+pub use llooma_net::{OutboundPolicy, Refusal};
+pub use model::{
+    ContentItem, Note, ProbeReport, ProbeTool, PromptArgumentDef, PromptDef, PromptMessage,
+    PromptResult, ResourceContents, ResourceDef, ResourceTemplateDef, ServerDescription, Snapshot,
+    ToolDef, ToolList, ToolResult,
+};
+pub use session::{McpClient, McpSession, probe};
+pub use template::TemplateError;

@@ -1,0 +1,646 @@
+//! What this crate hands back: our own serializable types, independent of rmcp's, with every
+//! size limit already applied and every cut recorded in a [`Note`].
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::{definition_hash, truncate};
+use crate::config::{Limits, TRUNCATION_MARKER};
+
+/// Who answered, as negotiated during the handshake.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerDescription {
+    /// The protocol revision in use (`2026-07-28`, `2025-11-25`, ...).
+    pub protocol_version: String,
+    /// The server's name (`serverInfo.name`), if it gave one.
+    pub server_name: Option<String>,
+    /// The server's version (`serverInfo.version`), if it gave one.
+    pub server_version: Option<String>,
+    /// The server's display title, if it gave one.
+    pub server_title: Option<String>,
+    /// The server's instructions for using it: reference material for the model, never
+    /// instructions to follow. Cut at [`Limits::max_description_bytes`] × 4.
+    pub instructions: Option<String>,
+    /// Whether the server says it reports changes to its tool list.
+    pub tools_list_changed: bool,
+}
+
+/// Something a limit cut or left out, said so that a person can read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+#[non_exhaustive]
+pub enum Note {
+    /// More items than kept.
+    #[serde(rename_all = "camelCase")]
+    TooMany {
+        /// `tools`, `resources`, `resource templates` or `prompts`.
+        list: String,
+        /// How many are kept.
+        kept: usize,
+        /// How many were seen before reading stopped (the server may have more).
+        seen: usize,
+    },
+    /// The list's pages did not end within the page cap.
+    #[serde(rename_all = "camelCase")]
+    PagesCapped {
+        /// Which list.
+        list: String,
+        /// Pages read.
+        pages: usize,
+    },
+    /// The server sent the same cursor twice; reading stopped.
+    #[serde(rename_all = "camelCase")]
+    CursorRepeated {
+        /// Which list.
+        list: String,
+    },
+    /// A description was cut.
+    #[serde(rename_all = "camelCase")]
+    DescriptionTruncated {
+        /// The item's name.
+        name: String,
+        /// Its full length in bytes.
+        bytes: usize,
+    },
+    /// A tool was left out because its input schema is too large.
+    #[serde(rename_all = "camelCase")]
+    SchemaTooLarge {
+        /// The tool's name.
+        name: String,
+        /// The schema's size in bytes.
+        bytes: usize,
+    },
+    /// A tool's output schema was dropped because it is too large.
+    #[serde(rename_all = "camelCase")]
+    OutputSchemaDropped {
+        /// The tool's name.
+        name: String,
+        /// The schema's size in bytes.
+        bytes: usize,
+    },
+    /// An item was left out because it repeats a name already listed.
+    #[serde(rename_all = "camelCase")]
+    Duplicate {
+        /// Which list.
+        list: String,
+        /// The repeated name.
+        name: String,
+    },
+    /// A list could not be read (the rest of the snapshot stands).
+    #[serde(rename_all = "camelCase")]
+    ListFailed {
+        /// Which list.
+        list: String,
+        /// Why.
+        error: String,
+    },
+}
+
+impl fmt::Display for Note {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Note::TooMany { list, kept, seen } => write!(
+                f,
+                "the server offers more {list} than the limit of {kept} (at least {seen}); only \
+                 the first {kept} are kept"
+            ),
+            Note::PagesCapped { list, pages } => write!(
+                f,
+                "the {list} list did not end after {pages} pages; reading stopped there and \
+                 what was read is kept"
+            ),
+            Note::CursorRepeated { list } => write!(
+                f,
+                "the server sent the same page cursor twice for its {list} list; reading \
+                 stopped there"
+            ),
+            Note::DescriptionTruncated { name, bytes } => {
+                write!(f, "the description of {name} ({bytes} bytes) was cut to the limit")
+            }
+            Note::SchemaTooLarge { name, bytes } => write!(
+                f,
+                "tool {name} was left out: its input schema is {bytes} bytes, over the limit"
+            ),
+            Note::OutputSchemaDropped { name, bytes } => write!(
+                f,
+                "the output schema of tool {name} ({bytes} bytes) was dropped: over the limit"
+            ),
+            Note::Duplicate { list, name } => {
+                write!(f, "a second entry named {name} in the {list} list was left out")
+            }
+            Note::ListFailed { list, error } => {
+                write!(f, "the {list} list could not be read: {error}")
+            }
+        }
+    }
+}
+
+/// A tool as the server defines it, limits applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDef {
+    /// The server's own name for it, unchanged (model-facing names are built elsewhere).
+    pub name: String,
+    /// Display title, if any.
+    pub title: Option<String>,
+    /// What the tool says it does (cut to the limit, ending with the marker if cut).
+    pub description: Option<String>,
+    /// JSON Schema of the arguments.
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, if declared (and within the limit).
+    pub output_schema: Option<Value>,
+    /// Hints such as `readOnlyHint`, `destructiveHint` (as the server sent them: untrusted).
+    pub annotations: Option<Value>,
+    /// Hex SHA-256 of the canonical JSON (sorted keys) of the whole definition as the server
+    /// sent it, before any cut: a changed description or schema changes it.
+    pub hash: String,
+}
+
+/// A resource the server lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceDef {
+    /// Its URI.
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// Display title, if any.
+    pub title: Option<String>,
+    /// Description (cut to the limit).
+    pub description: Option<String>,
+    /// MIME type, if given.
+    pub mime_type: Option<String>,
+}
+
+/// A resource template (RFC 6570) the server lists.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceTemplateDef {
+    /// The template, e.g. `repo://{owner}/{name}/issues/{number}`.
+    pub uri_template: String,
+    /// Its name.
+    pub name: String,
+    /// Display title, if any.
+    pub title: Option<String>,
+    /// Description (cut to the limit).
+    pub description: Option<String>,
+    /// MIME type, if given.
+    pub mime_type: Option<String>,
+    /// The template's variables, in order; empty if the template does not parse.
+    pub variables: Vec<String>,
+}
+
+/// A prompt the server offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptDef {
+    /// Its name.
+    pub name: String,
+    /// Display title, if any.
+    pub title: Option<String>,
+    /// Description (cut to the limit).
+    pub description: Option<String>,
+    /// Its arguments.
+    pub arguments: Vec<PromptArgumentDef>,
+}
+
+/// One argument of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptArgumentDef {
+    /// Its name.
+    pub name: String,
+    /// Description (cut to the limit).
+    pub description: Option<String>,
+    /// Whether it must be given.
+    pub required: bool,
+}
+
+/// The tools of a server, limits applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolList {
+    /// The tools kept, in the server's order.
+    pub tools: Vec<ToolDef>,
+    /// What was cut or left out.
+    pub notes: Vec<Note>,
+}
+
+/// Everything a server offers, as stored when an account adds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Who answered.
+    pub server: ServerDescription,
+    /// Tools.
+    pub tools: Vec<ToolDef>,
+    /// Resources (empty when the server has none or does not offer resources).
+    pub resources: Vec<ResourceDef>,
+    /// Resource templates.
+    pub resource_templates: Vec<ResourceTemplateDef>,
+    /// Prompts.
+    pub prompts: Vec<PromptDef>,
+    /// What was cut or left out, and lists that could not be read.
+    pub notes: Vec<Note>,
+    /// Hex SHA-256 over the tool hashes in order: one value to compare two snapshots' tools.
+    pub tools_hash: String,
+}
+
+/// What `llooma mcp probe` prints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeReport {
+    /// The protocol revision in use.
+    pub protocol_version: String,
+    /// The server's name, if given.
+    pub server_name: Option<String>,
+    /// The server's version, if given.
+    pub server_version: Option<String>,
+    /// The server's instructions, if any.
+    pub instructions: Option<String>,
+    /// The tools found.
+    pub tools: Vec<ProbeTool>,
+    /// What was cut or left out.
+    pub notes: Vec<Note>,
+}
+
+/// One tool in a [`ProbeReport`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeTool {
+    /// The server's name for it.
+    pub name: String,
+    /// Display title, if any.
+    pub title: Option<String>,
+    /// Description (cut to the limit).
+    pub description: Option<String>,
+}
+
+/// One piece of a result (a tool's, a prompt message's, a resource's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ContentItem {
+    /// Text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image, base64.
+    #[serde(rename_all = "camelCase")]
+    Image {
+        /// Base64 data.
+        data: String,
+        /// MIME type.
+        mime_type: String,
+    },
+    /// Audio, base64.
+    #[serde(rename_all = "camelCase")]
+    Audio {
+        /// Base64 data.
+        data: String,
+        /// MIME type.
+        mime_type: String,
+    },
+    /// An embedded resource.
+    #[serde(rename_all = "camelCase")]
+    Resource {
+        /// Its URI.
+        uri: String,
+        /// MIME type, if given.
+        mime_type: Option<String>,
+        /// Its text, for a text resource.
+        text: Option<String>,
+        /// Its base64 data, for a binary resource.
+        blob: Option<String>,
+    },
+    /// A link to a resource the client may read.
+    #[serde(rename_all = "camelCase")]
+    ResourceLink {
+        /// Its URI.
+        uri: String,
+        /// Its name.
+        name: Option<String>,
+        /// Description, if given.
+        description: Option<String>,
+        /// MIME type, if given.
+        mime_type: Option<String>,
+    },
+    /// Something this client does not know, kept as its `type`.
+    Unknown {
+        /// The item's `type` field.
+        kind: String,
+    },
+}
+
+/// The outcome of a `tools/call`, limits applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// The content items (the last one is a note when something was cut).
+    pub content: Vec<ContentItem>,
+    /// The tool reported a failure (`isError`): tell the model, it may try otherwise.
+    pub is_error: bool,
+    /// Structured output, if any and within the limit.
+    pub structured_content: Option<Value>,
+    /// Whether anything was cut or left out to stay within the result limit.
+    pub truncated: bool,
+}
+
+/// The contents of a resource that was read, limits applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceContents {
+    /// The contents, each a [`ContentItem::Resource`] (or a text note when cut).
+    pub contents: Vec<ContentItem>,
+    /// Whether anything was cut.
+    pub truncated: bool,
+}
+
+/// A prompt filled in by the server, limits applied.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptResult {
+    /// The prompt's description, if given.
+    pub description: Option<String>,
+    /// Its messages.
+    pub messages: Vec<PromptMessage>,
+    /// Whether anything was cut.
+    pub truncated: bool,
+}
+
+/// One message of a prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    /// The message's content.
+    pub content: ContentItem,
+}
+
+// ---- conversion from the JSON the server sent ----
+
+fn str_field(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+pub(crate) fn cut_description(
+    name: &str,
+    text: Option<String>,
+    limits: &Limits,
+    notes: &mut Vec<Note>,
+) -> Option<String> {
+    let text = text?;
+    let (cut, was_cut) = truncate(&text, limits.max_description_bytes, TRUNCATION_MARKER);
+    if was_cut {
+        notes.push(Note::DescriptionTruncated { name: name.to_owned(), bytes: text.len() });
+    }
+    Some(cut)
+}
+
+/// Builds a [`ToolDef`] from a tool's JSON, or says why it is left out.
+pub(crate) fn tool_from_json(
+    raw: &Value,
+    limits: &Limits,
+    notes: &mut Vec<Note>,
+) -> Option<ToolDef> {
+    let name = str_field(raw, "name")?;
+    let hash = definition_hash(raw);
+    let input_schema = raw.get("inputSchema").cloned().unwrap_or(Value::Null);
+    let input_len = input_schema.to_string().len();
+    if input_len > limits.max_schema_bytes {
+        notes.push(Note::SchemaTooLarge { name, bytes: input_len });
+        return None;
+    }
+    let output_schema = match raw.get("outputSchema") {
+        Some(schema) if !schema.is_null() => {
+            let len = schema.to_string().len();
+            if len > limits.max_schema_bytes {
+                notes.push(Note::OutputSchemaDropped { name: name.clone(), bytes: len });
+                None
+            } else {
+                Some(schema.clone())
+            }
+        }
+        _ => None,
+    };
+    let description = cut_description(&name, str_field(raw, "description"), limits, notes);
+    Some(ToolDef {
+        title: str_field(raw, "title").or_else(|| {
+            raw.pointer("/annotations/title").and_then(Value::as_str).map(str::to_owned)
+        }),
+        description,
+        input_schema,
+        output_schema,
+        annotations: raw.get("annotations").filter(|a| !a.is_null()).cloned(),
+        hash,
+        name,
+    })
+}
+
+pub(crate) fn resource_from_json(
+    raw: &Value,
+    limits: &Limits,
+    notes: &mut Vec<Note>,
+) -> Option<ResourceDef> {
+    let uri = str_field(raw, "uri")?;
+    let name = str_field(raw, "name").unwrap_or_else(|| uri.clone());
+    Some(ResourceDef {
+        description: cut_description(&name, str_field(raw, "description"), limits, notes),
+        title: str_field(raw, "title"),
+        mime_type: str_field(raw, "mimeType"),
+        uri,
+        name,
+    })
+}
+
+pub(crate) fn template_from_json(
+    raw: &Value,
+    limits: &Limits,
+    notes: &mut Vec<Note>,
+) -> Option<ResourceTemplateDef> {
+    let uri_template = str_field(raw, "uriTemplate")?;
+    let name = str_field(raw, "name").unwrap_or_else(|| uri_template.clone());
+    Some(ResourceTemplateDef {
+        description: cut_description(&name, str_field(raw, "description"), limits, notes),
+        title: str_field(raw, "title"),
+        mime_type: str_field(raw, "mimeType"),
+        variables: crate::template::variables(&uri_template).unwrap_or_default(),
+        uri_template,
+        name,
+    })
+}
+
+pub(crate) fn prompt_from_json(
+    raw: &Value,
+    limits: &Limits,
+    notes: &mut Vec<Note>,
+) -> Option<PromptDef> {
+    let name = str_field(raw, "name")?;
+    let arguments = raw
+        .get("arguments")
+        .and_then(Value::as_array)
+        .map(|args| {
+            args.iter()
+                .filter_map(|a| {
+                    let arg_name = str_field(a, "name")?;
+                    Some(PromptArgumentDef {
+                        description: cut_description(
+                            &format!("{name}.{arg_name}"),
+                            str_field(a, "description"),
+                            limits,
+                            notes,
+                        ),
+                        required: a.get("required").and_then(Value::as_bool).unwrap_or(false),
+                        name: arg_name,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(PromptDef {
+        description: cut_description(&name, str_field(raw, "description"), limits, notes),
+        title: str_field(raw, "title"),
+        arguments,
+        name,
+    })
+}
+
+/// Hands out a byte budget to content items and records whether anything was cut.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: usize,
+    limit: usize,
+    pub(crate) cut: bool,
+    pub(crate) total: usize,
+}
+
+impl Budget {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self { left: limit, limit, cut: false, total: 0 }
+    }
+
+    fn text(&mut self, text: String) -> String {
+        self.total = self.total.saturating_add(text.len());
+        if text.len() <= self.left {
+            self.left -= text.len();
+            return text;
+        }
+        self.cut = true;
+        let (cut, _) = truncate(&text, self.left, "");
+        self.left = 0;
+        cut
+    }
+
+    /// Binary data is kept whole or not at all: half an image is no image.
+    fn blob(&mut self, data: &str) -> bool {
+        self.total = self.total.saturating_add(data.len());
+        if data.len() <= self.left {
+            self.left -= data.len();
+            true
+        } else {
+            self.cut = true;
+            false
+        }
+    }
+
+    /// The note that ends a cut result.
+    pub(crate) fn note(&self) -> ContentItem {
+        ContentItem::Text {
+            text: format!(
+                "[result truncated: the server sent about {} bytes; only the first {} bytes are \
+                 shown, and items that did not fit were left out]",
+                self.total, self.limit
+            ),
+        }
+    }
+
+    pub(crate) fn content(&mut self, raw: &Value) -> Option<ContentItem> {
+        let kind = raw.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "text" => {
+                let text = self.text(str_field(raw, "text").unwrap_or_default());
+                (!text.is_empty() || !self.cut).then_some(ContentItem::Text { text })
+            }
+            "image" | "audio" => {
+                let data = str_field(raw, "data").unwrap_or_default();
+                let mime_type = str_field(raw, "mimeType").unwrap_or_default();
+                if !self.blob(&data) {
+                    return None;
+                }
+                Some(if kind == "image" {
+                    ContentItem::Image { data, mime_type }
+                } else {
+                    ContentItem::Audio { data, mime_type }
+                })
+            }
+            "resource" => self.resource(raw.get("resource").unwrap_or(&Value::Null)),
+            "resource_link" => Some(ContentItem::ResourceLink {
+                uri: str_field(raw, "uri").unwrap_or_default(),
+                name: str_field(raw, "name"),
+                description: str_field(raw, "description").map(|d| self.text(d)),
+                mime_type: str_field(raw, "mimeType"),
+            }),
+            other => Some(ContentItem::Unknown { kind: other.to_owned() }),
+        }
+    }
+
+    pub(crate) fn resource(&mut self, raw: &Value) -> Option<ContentItem> {
+        let uri = str_field(raw, "uri").unwrap_or_default();
+        let mime_type = str_field(raw, "mimeType");
+        if let Some(text) = str_field(raw, "text") {
+            let text = self.text(text);
+            return Some(ContentItem::Resource { uri, mime_type, text: Some(text), blob: None });
+        }
+        let blob = str_field(raw, "blob").unwrap_or_default();
+        if !self.blob(&blob) {
+            return None;
+        }
+        Some(ContentItem::Resource { uri, mime_type, text: None, blob: Some(blob) })
+    }
+}
+
+impl ToolResult {
+    /// The result as text for a model: text items as they are, other items described in one
+    /// line each, structured content as JSON when there is no text.
+    pub fn text_for_model(&self) -> String {
+        let mut parts: Vec<String> = self.content.iter().map(ContentItem::describe).collect();
+        if parts.is_empty()
+            && let Some(structured) = &self.structured_content
+        {
+            parts.push(structured.to_string());
+        }
+        parts.join("\n")
+    }
+}
+
+impl ContentItem {
+    /// One line (or the text itself) describing the item for a model.
+    pub fn describe(&self) -> String {
+        match self {
+            ContentItem::Text { text } => text.clone(),
+            ContentItem::Image { mime_type, data } => {
+                format!("[image {mime_type}, {} bytes base64]", data.len())
+            }
+            ContentItem::Audio { mime_type, data } => {
+                format!("[audio {mime_type}, {} bytes base64]", data.len())
+            }
+            ContentItem::Resource { uri, text: Some(text), .. } => {
+                format!("[resource {uri}]\n{text}")
+            }
+            ContentItem::Resource { uri, mime_type, .. } => format!(
+                "[binary resource {uri}{}]",
+                mime_type.as_deref().map(|m| format!(", {m}")).unwrap_or_default()
+            ),
+            ContentItem::ResourceLink { uri, name, .. } => format!(
+                "[resource link {uri}{}]",
+                name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default()
+            ),
+            ContentItem::Unknown { kind } => format!("[content of unknown type {kind}]"),
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Against `@modelcontextprotocol/server-everything` (npm), which no one here wrote.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use llooma_mcp_client::{ContentItem, McpConfig, McpError};
+use serde_json::json;
+
+use crate::support::{client_for, start_everything};
+
+#[tokio::test]
+async fn probe_names_the_server_and_its_tools() {
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let report = client.probe(&peer.url(), None).await.unwrap();
+    assert!(!report.protocol_version.is_empty());
+    assert!(report.server_name.is_some(), "{report:?}");
+    let names: Vec<&str> = report.tools.iter().map(|t| t.name.as_str()).collect();
+    for want in ["echo", "get-sum", "get-tiny-image", "trigger-long-running-operation"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    // The JSON the CLI prints.
+    let json = serde_json::to_value(&report).unwrap();
+    for key in ["protocolVersion", "serverName", "serverVersion", "instructions", "tools"] {
+        assert!(json.get(key).is_some(), "{key} missing from {json}");
+    }
+    assert!(json["tools"][0]["name"].is_string());
+}
+
+#[tokio::test]
+async fn snapshot_lists_tools_resources_templates_and_prompts() {
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let snapshot = client.snapshot(&peer.url(), None).await.unwrap();
+    let echo = snapshot.tools.iter().find(|t| t.name == "echo").unwrap();
+    assert_eq!(echo.hash.len(), 64);
+    assert_eq!(echo.input_schema["type"], "object");
+    let structured = snapshot.tools.iter().find(|t| t.name == "get-structured-content").unwrap();
+    assert!(structured.output_schema.is_some());
+    let annotated =
+        snapshot.tools.iter().find(|t| t.name == "trigger-long-running-operation").unwrap();
+    assert_eq!(annotated.annotations.as_ref().unwrap()["readOnlyHint"], true);
+    assert!(!snapshot.resources.is_empty(), "{:?}", snapshot.notes);
+    assert!(
+        snapshot.resource_templates.iter().any(|t| t.variables == ["resourceId"]),
+        "{:?}",
+        snapshot.resource_templates
+    );
+    assert!(
+        snapshot.prompts.iter().any(|p| p.name == "args-prompt"
+            && p.arguments.iter().any(|a| a.name == "city" && a.required))
+    );
+    // Taken twice, the same catalogue hashes the same.
+    let again = client.snapshot(&peer.url(), None).await.unwrap();
+    assert_eq!(snapshot.tools_hash, again.tools_hash);
+}
+
+#[tokio::test]
+async fn calls_return_text_images_and_structured_content() {
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let echo = session.call_tool("echo", json!({"message": "hello"})).await.unwrap();
+    assert!(!echo.is_error);
+    assert!(echo.text_for_model().contains("hello"), "{echo:?}");
+    let sum = session.call_tool("get-sum", json!({"a": 2, "b": 40})).await.unwrap();
+    assert!(sum.text_for_model().contains("42"), "{sum:?}");
+    let image = session.call_tool("get-tiny-image", json!({})).await.unwrap();
+    assert!(
+        image
+            .content
+            .iter()
+            .any(|c| matches!(c, ContentItem::Image { mime_type, .. } if mime_type == "image/png"))
+    );
+    let structured =
+        session.call_tool("get-structured-content", json!({"location": "Chicago"})).await.unwrap();
+    assert!(structured.structured_content.as_ref().unwrap().get("temperature").is_some());
+    let bad = session.call_tool("get-sum", json!({"a": "x"})).await;
+    // Either a tool error (isError) or a JSON-RPC error: both are reported, neither panics.
+    match bad {
+        Ok(result) => assert!(result.is_error),
+        Err(err) => assert!(matches!(err, McpError::Server { .. }), "{err:?}"),
+    }
+    session.close().await;
+}
+
+#[tokio::test]
+async fn templates_and_prompts_are_read() {
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let snapshot = session.snapshot().await.unwrap();
+    let template =
+        snapshot.resource_templates.iter().find(|t| t.uri_template.contains("/text/")).unwrap();
+    let values = BTreeMap::from([("resourceId".to_owned(), "3".to_owned())]);
+    let contents = session.read_template(&template.uri_template, &values).await.unwrap();
+    assert!(
+        matches!(&contents.contents[0], ContentItem::Resource { text: Some(_), .. }),
+        "{contents:?}"
+    );
+    let bad = BTreeMap::from([("resourceId".to_owned(), "../1".to_owned())]);
+    let err = session.read_template(&template.uri_template, &bad).await.unwrap_err();
+    assert!(matches!(err, McpError::Template { .. }), "{err:?}");
+    let prompt = session
+        .get_prompt("args-prompt", &BTreeMap::from([("city".to_owned(), "Paris".to_owned())]))
+        .await
+        .unwrap();
+    assert!(
+        matches!(&prompt.messages[0].content, ContentItem::Text { text } if text.contains("Paris"))
+    );
+}
+
+#[tokio::test]
+async fn progress_keeps_a_long_call_alive_and_silence_does_not() {
+    let Some(peer) = start_everything() else { return };
+    let config = McpConfig { call_timeout: Duration::from_millis(1500), ..McpConfig::default() };
+    let client = client_for(peer.port, config);
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    // 3 s in 6 steps: a progress notification every 0.5 s, longer than the 1.5 s timeout.
+    let result = session
+        .call_tool("trigger-long-running-operation", json!({"duration": 3, "steps": 6}))
+        .await
+        .unwrap();
+    assert!(!result.is_error, "{result:?}");
+    // 3 s in one step: 3 s of silence.
+    let err = session
+        .call_tool("trigger-long-running-operation", json!({"duration": 3, "steps": 1}))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, McpError::Timeout { .. }), "{err:?}");
+}

@@ -1,0 +1,106 @@
+//! Against a server built with the Python `mcp` SDK whose catalogue looks like a gateway's.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use llooma_mcp_client::{ContentItem, McpConfig, McpError};
+use llooma_vault::Secret;
+use serde_json::json;
+
+use crate::support::{client_for, start_gateway};
+
+const TOKEN: &str = "gateway-token-7";
+
+#[tokio::test]
+async fn probe_reads_a_gateway_catalogue_with_its_token() {
+    let Some(peer) = start_gateway(Some(TOKEN)) else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let report = client.probe(&peer.url(), Some(&Secret::new(TOKEN))).await.unwrap();
+    assert_eq!(report.server_name.as_deref(), Some("fake-gateway"));
+    assert_eq!(report.server_version.as_deref(), Some("9.8.7"));
+    assert!(report.instructions.as_deref().unwrap().contains("Chatto"));
+    let names: Vec<&str> = report.tools.iter().map(|t| t.name.as_str()).collect();
+    for want in [
+        "Chatto-send_message",
+        "home-assistant-turn_on",
+        "Infomaniak_Mail-search.messages",
+        "odd.name-with_mixed.Chars",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_wrong_or_missing_token_is_refused_distinctly() {
+    let Some(peer) = start_gateway(Some(TOKEN)) else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let err = client.probe(&peer.url(), Some(&Secret::new("wrong"))).await.unwrap_err();
+    assert!(matches!(err, McpError::TokenRefused { status: 401, token_sent: true, .. }), "{err:?}");
+    let err = client.probe(&peer.url(), None).await.unwrap_err();
+    assert!(
+        matches!(err, McpError::TokenRefused { status: 401, token_sent: false, .. }),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn snapshot_calls_resources_templates_and_prompts() {
+    let Some(peer) = start_gateway(None) else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let snapshot = session.snapshot().await.unwrap();
+    assert!(snapshot.resources.iter().any(|r| r.uri == "gateway://status"));
+    let template = snapshot
+        .resource_templates
+        .iter()
+        .find(|t| t.name == "room_messages")
+        .unwrap_or_else(|| panic!("{:?}", snapshot.resource_templates));
+    assert_eq!(template.variables, ["room"]);
+    assert!(snapshot.prompts.iter().any(|p| p.name == "summarize_room"));
+
+    let sent = session
+        .call_tool("Chatto-send_message", json!({"room": "general", "text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(sent.text_for_model(), "sent to general: hi");
+    let failed = session.call_tool("gateway-fail", json!({})).await.unwrap();
+    assert!(failed.is_error);
+    // The SDK hides the exception text; what counts is that the failure is the tool's.
+    assert!(failed.text_for_model().contains("gateway-fail"), "{failed:?}");
+
+    let status = session.read_resource("gateway://status").await.unwrap();
+    assert!(
+        matches!(&status.contents[0], ContentItem::Resource { text: Some(t), .. } if t == "all servers up")
+    );
+    let values = BTreeMap::from([("room".to_owned(), "general".to_owned())]);
+    let room = session.read_template(&template.uri_template, &values).await.unwrap();
+    assert!(
+        matches!(&room.contents[0], ContentItem::Resource { text: Some(t), .. } if t == "messages of general")
+    );
+    let escape = BTreeMap::from([("room".to_owned(), "../../etc".to_owned())]);
+    assert!(matches!(
+        session.read_template(&template.uri_template, &escape).await,
+        Err(McpError::Template { .. })
+    ));
+    let prompt = session.get_prompt("summarize_room", &values).await.unwrap();
+    assert!(
+        matches!(&prompt.messages[0].content, ContentItem::Text { text } if text.contains("general"))
+    );
+}
+
+#[tokio::test]
+async fn a_tool_list_change_is_reported_to_the_session() {
+    let Some(peer) = start_gateway(None) else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let mut changes = session.tool_list_changes().await;
+    let before = *changes.borrow_and_update();
+    session.call_tool("gateway-add_tool", json!({"name": "Chatto-new_tool"})).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), changes.changed())
+        .await
+        .expect("no tools/list_changed within 5 s")
+        .unwrap();
+    assert!(*changes.borrow() > before);
+    let tools = session.list_tools().await.unwrap();
+    assert!(tools.tools.iter().any(|t| t.name == "Chatto-new_tool"));
+}

@@ -1,0 +1,102 @@
+"""An MCP server built with the official Python SDK whose catalogue looks like a gateway's
+(MCPHub, MCPJungle): tools of several servers behind one endpoint, told apart by prefixes,
+plus names with dots and odd characters, a resource, a template, a prompt and instructions.
+
+    python gateway_server.py PORT [TOKEN]
+
+Serves Streamable HTTP on http://127.0.0.1:PORT/mcp. With TOKEN, every request must carry
+`Authorization: Bearer TOKEN` (401 otherwise), as a gateway with an access token does.
+"""
+
+import sys
+
+import uvicorn
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+port = int(sys.argv[1])
+token = sys.argv[2] if len(sys.argv) > 2 else None
+
+server = MCPServer(
+    "fake-gateway",
+    version="9.8.7",
+    instructions="Tools of three servers: Chatto, home-assistant and Infomaniak_Mail.",
+)
+
+
+@server.tool(name="Chatto-send_message", description="Send a message to a Chatto room.")
+def send_message(room: str, text: str) -> str:
+    return f"sent to {room}: {text}"
+
+
+@server.tool(name="Chatto-list_rooms", description="List the Chatto rooms.")
+def list_rooms() -> list[str]:
+    return ["general", "random"]
+
+
+@server.tool(name="home-assistant-turn_on", description="Turn on a device.")
+def turn_on(entity_id: str) -> str:
+    return f"{entity_id} is on"
+
+
+@server.tool(name="home-assistant-turn_off", description="Turn off a device.")
+def turn_off(entity_id: str) -> str:
+    return f"{entity_id} is off"
+
+
+@server.tool(name="Infomaniak_Mail-search.messages", description="Search mail.")
+def search_messages(query: str) -> str:
+    return f"no mail matches {query}"
+
+
+@server.tool(name="odd.name-with_mixed.Chars", description="A name with dots and mixed case.")
+def odd() -> str:
+    return "odd"
+
+
+@server.tool(name="gateway-fail", description="Always fails.")
+def fail() -> str:
+    raise ValueError("the device is unreachable")
+
+
+@server.tool(name="gateway-add_tool", description="Adds a tool and announces the change.")
+async def add_tool(name: str, ctx: Context) -> str:
+    def added() -> str:
+        return "new"
+
+    server.add_tool(added, name=name, description="Added at run time.")
+    await ctx.notify_tools_changed()
+    return f"added {name}"
+
+
+@server.resource("gateway://status", name="status", mime_type="text/plain")
+def status() -> str:
+    return "all servers up"
+
+
+@server.resource("gateway://rooms/{room}/messages", name="room_messages", mime_type="text/plain")
+def room_messages(room: str) -> str:
+    return f"messages of {room}"
+
+
+@server.prompt(name="summarize_room", description="Summarize a room.")
+def summarize_room(room: str) -> str:
+    return f"Summarize the room {room}."
+
+
+app = server.streamable_http_app()
+
+if token is not None:
+    inner = app
+
+    async def app(scope, receive, send):  # noqa: F811 - wraps the app on purpose
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            if headers.get(b"authorization") != f"Bearer {token}".encode():
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+        await inner(scope, receive, send)
+
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -1,0 +1,307 @@
+use serde_json::{Value, json};
+
+use crate::peers;
+use crate::support::{PASSWORD, Server, Tab, TestDb};
+
+fn names(list: &Value, field: &str) -> Vec<String> {
+    list.as_array().unwrap().iter().map(|t| t[field].as_str().unwrap().to_owned()).collect()
+}
+
+async fn admin(server: &Server) -> Tab {
+    let mut tab = server.tab();
+    assert_eq!(tab.register("root", PASSWORD).await.status, 201);
+    tab
+}
+
+#[tokio::test]
+async fn adding_server_everything_tests_first_then_lists_from_the_snapshot() {
+    let Some(peer) = peers::everything() else { return };
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut tab = admin(&server).await;
+
+    let test = tab
+        .post("/api/v1/mcp/servers/test", json!({"label": "Everything", "address": peer.url()}))
+        .await;
+    assert_eq!(test.status, 200, "{test:?}");
+    let tools = names(&test.json["tools"], "name");
+    assert!(tools.contains(&"echo".to_owned()), "{tools:?}");
+    assert!(names(&test.json["tools"], "modelName").contains(&"mcp_everything_echo".to_owned()));
+    // A test stores nothing.
+    assert_eq!(tab.get("/api/v1/mcp/servers").await.json, json!([]));
+
+    let added = tab
+        .post("/api/v1/mcp/servers", json!({"label": "Everything", "address": peer.url()}))
+        .await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(added.json["server"]["toolCount"].as_u64().unwrap() as usize, tools.len());
+    assert_eq!(added.json["server"]["active"], true);
+
+    // Listing does not contact the server: it still answers with the peer gone.
+    drop(peer);
+    let list = tab.get("/api/v1/mcp/servers").await;
+    assert_eq!(list.json[0]["toolCount"].as_u64().unwrap() as usize, tools.len(), "{list:?}");
+    let detail = tab.get(&format!("/api/v1/mcp/servers/{id}")).await;
+    assert_eq!(names(&detail.json["tools"], "name"), tools);
+
+    // Update tools against a server that is gone says so, and keeps the snapshot.
+    let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;
+    assert_eq!(refresh.status, 422, "{refresh:?}");
+    assert_eq!(refresh.json["error"], "mcp_unreachable");
+    assert_eq!(
+        tab.get("/api/v1/mcp/servers").await.json[0]["toolCount"].as_u64().unwrap() as usize,
+        tools.len()
+    );
+
+    // The owner's switch.
+    let off = tab
+        .send("PATCH", &format!("/api/v1/mcp/servers/{id}"), Some(json!({"enabled": false})))
+        .await;
+    assert_eq!(off.json["active"], false, "{off:?}");
+    assert_eq!(tab.send("DELETE", &format!("/api/v1/mcp/servers/{id}"), None).await.status, 204);
+    assert_eq!(tab.get(&format!("/api/v1/mcp/servers/{id}")).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_private_address_is_refused_until_the_instance_allows_its_origin() {
+    let Some(peer) = peers::everything() else { return };
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[]);
+    let mut tab = admin(&server).await;
+    let refused =
+        tab.post("/api/v1/mcp/servers", json!({"label": "local", "address": peer.url()})).await;
+    assert_eq!(refused.status, 422, "{refused:?}");
+    assert_eq!(refused.json["error"], "address_refused");
+    assert!(
+        refused.json["message"].as_str().unwrap().contains("MCP_ALLOWED_ORIGINS"),
+        "{refused:?}"
+    );
+    assert_eq!(tab.get("/api/v1/mcp/servers").await.json, json!([]));
+    // Cloud metadata and odd spellings of loopback are refused the same way.
+    for address in ["http://169.254.169.254/mcp", "http://0x7f000001:1/mcp", "http://[::1]:1/mcp"] {
+        let reply = tab.post("/api/v1/mcp/servers/test", json!({"address": address})).await;
+        assert_eq!(reply.json["error"], "address_refused", "{address}: {reply:?}");
+    }
+}
+
+#[tokio::test]
+async fn gateway_groups_switches_budget_and_a_wrong_token() {
+    let Some(peer) = peers::gateway(Some("gateway-token-123")) else { return };
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut tab = admin(&server).await;
+
+    let wrong = tab
+        .post(
+            "/api/v1/mcp/servers",
+            json!({"label": "hub", "address": peer.url(), "token": "nope"}),
+        )
+        .await;
+    assert_eq!(wrong.status, 422, "{wrong:?}");
+    assert_eq!(wrong.json["error"], "mcp_token_refused");
+    assert!(!wrong.text.contains("nope"));
+
+    let added = tab
+        .post(
+            "/api/v1/mcp/servers",
+            json!({"label": "hub", "address": peer.url(), "token": "gateway-token-123"}),
+        )
+        .await;
+    assert_eq!(added.status, 201, "{added:?}");
+    assert!(!added.text.contains("gateway-token-123"));
+    assert_eq!(added.json["server"]["hasToken"], true);
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let groups = names(&added.json["groups"], "key");
+    for expected in ["Chatto", "home-assistant"] {
+        assert!(groups.contains(&expected.to_owned()), "{groups:?}");
+    }
+    for name in names(&added.json["tools"], "modelName") {
+        assert!(name.len() <= 64 && name.starts_with("mcp_hub_"), "{name}");
+        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'), "{name}");
+    }
+
+    // The stored (encrypted) token is used for Update tools.
+    let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;
+    assert_eq!(refresh.status, 200, "{refresh:?}");
+    assert_eq!(refresh.json["added"], json!([]));
+    assert_eq!(refresh.json["changed"], json!([]));
+
+    // Switching a group off takes its tools out of what the model is offered.
+    let before = tab.get("/api/v1/mcp/settings").await.json["switchedOn"].as_u64().unwrap();
+    let house = tab
+        .send(
+            "PUT",
+            &format!("/api/v1/mcp/servers/{id}/groups"),
+            Some(json!({"group": "home-assistant", "enabled": false})),
+        )
+        .await;
+    assert_eq!(house.status, 200, "{house:?}");
+    for tool in house.json["tools"].as_array().unwrap() {
+        assert_eq!(tool["enabled"], tool["group"] != "home-assistant", "{tool}");
+    }
+    let after = tab.get("/api/v1/mcp/settings").await.json["switchedOn"].as_u64().unwrap();
+    assert_eq!(after, before - 2);
+    let unknown = tab
+        .send(
+            "PUT",
+            &format!("/api/v1/mcp/servers/{id}/groups"),
+            Some(json!({"group": "nope", "enabled": false})),
+        )
+        .await;
+    assert_eq!(unknown.status, 400);
+
+    // The budget leaves tools out deterministically and says which.
+    let tight = tab.send("PATCH", "/api/v1/mcp/settings", Some(json!({"toolBudget": 2}))).await;
+    assert_eq!(tight.json["offered"], 2, "{tight:?}");
+    assert_eq!(tight.json["leftOut"].as_array().unwrap().len() as u64, after - 2);
+    assert_eq!(tight.json["budgetWarning"], Value::Null);
+    let wide = tab.send("PATCH", "/api/v1/mcp/settings", Some(json!({"toolBudget": 150}))).await;
+    assert!(wide.json["budgetWarning"].as_str().unwrap().contains("every request"), "{wide:?}");
+    assert_eq!(
+        tab.send("PATCH", "/api/v1/mcp/settings", Some(json!({"toolBudget": 0}))).await.status,
+        400
+    );
+}
+
+#[tokio::test]
+async fn only_permitted_accounts_add_servers_and_nobody_reaches_another_accounts_server() {
+    let Some(peer) = peers::everything() else { return };
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut root = admin(&server).await;
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut user = server.tab();
+    user.register("user", PASSWORD).await;
+
+    let denied = user.post("/api/v1/mcp/servers", json!({"address": peer.url()})).await;
+    assert_eq!(denied.status, 403, "{denied:?}");
+    assert!(denied.json["message"].as_str().unwrap().contains("administrator can allow it"));
+    assert_eq!(
+        user.post("/api/v1/mcp/servers/test", json!({"address": peer.url()})).await.status,
+        403
+    );
+
+    let added =
+        root.post("/api/v1/mcp/servers", json!({"label": "mine", "address": peer.url()})).await;
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    // Another account's id is not found, whatever is asked of it.
+    assert_eq!(user.get(&format!("/api/v1/mcp/servers/{id}")).await.status, 404);
+    assert_eq!(
+        user.send("PATCH", &format!("/api/v1/mcp/servers/{id}"), Some(json!({"enabled": false})))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        user.send("PUT", &format!("/api/v1/mcp/servers/{id}/token"), Some(json!({"token": "x"})))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        user.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await.status,
+        404
+    );
+    assert_eq!(user.send("DELETE", &format!("/api/v1/mcp/servers/{id}"), None).await.status, 404);
+    assert_eq!(user.get("/api/v1/admin/mcp/servers").await.status, 403);
+    assert_eq!(root.get(&format!("/api/v1/mcp/servers/{id}")).await.json["server"]["active"], true);
+
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"usersCanAddMcpServers": true})))
+        .await;
+    let allowed =
+        user.post("/api/v1/mcp/servers", json!({"label": "mine", "address": peer.url()})).await;
+    assert_eq!(allowed.status, 201, "{allowed:?}");
+    // Same label on another account: each account's names are its own.
+    assert_eq!(allowed.json["server"]["slug"], "mine");
+    let again =
+        user.post("/api/v1/mcp/servers", json!({"label": "mine", "address": peer.url()})).await;
+    assert_eq!(
+        again.json["server"]["slug"], "mine_2",
+        "two servers labelled the same get a suffix"
+    );
+}
+
+#[tokio::test]
+async fn an_administrator_suspends_a_server_and_its_owner_sees_why() {
+    let Some(peer) = peers::everything() else { return };
+    let db = TestDb::new().await;
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut root = admin(&server).await;
+    root.send(
+        "PATCH",
+        "/api/v1/admin/settings",
+        Some(json!({"registrationOpen": true, "usersCanAddMcpServers": true})),
+    )
+    .await;
+    let mut owner = server.tab();
+    owner.register("owner", PASSWORD).await;
+    let added = owner
+        .post(
+            "/api/v1/mcp/servers",
+            json!({"label": "tools", "address": peer.url(), "token": "owner-secret-token"}),
+        )
+        .await;
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+
+    let all = root.get("/api/v1/admin/mcp/servers").await;
+    assert_eq!(all.json[0]["ownerUsername"], "owner", "{all:?}");
+    assert!(!all.text.contains("owner-secret-token"));
+
+    let suspended = root
+        .post(
+            &format!("/api/v1/admin/mcp/servers/{id}/suspend"),
+            json!({"reason": "calls the payroll system"}),
+        )
+        .await;
+    assert_eq!(suspended.status, 204, "{suspended:?}");
+    let card = owner.get("/api/v1/mcp/servers").await;
+    assert_eq!(card.json[0]["suspended"]["reason"], "calls the payroll system");
+    assert_eq!(card.json[0]["active"], false);
+    // The owner's own switch does not undo an administrator's decision.
+    let flipped = owner
+        .send("PATCH", &format!("/api/v1/mcp/servers/{id}"), Some(json!({"enabled": true})))
+        .await;
+    assert_eq!(flipped.json["active"], false, "{flipped:?}");
+    assert_eq!(owner.get("/api/v1/mcp/settings").await.json["switchedOn"], 0);
+
+    assert_eq!(
+        root.send("DELETE", &format!("/api/v1/admin/mcp/servers/{id}/suspend"), None).await.status,
+        204
+    );
+    assert_eq!(owner.get("/api/v1/mcp/servers").await.json[0]["active"], true);
+    assert_eq!(
+        root.send("DELETE", &format!("/api/v1/admin/mcp/servers/{id}"), None).await.status,
+        204
+    );
+    assert_eq!(owner.get("/api/v1/mcp/servers").await.json, json!([]));
+}
+
+#[tokio::test]
+async fn mcp_probe_from_the_shell_shows_what_adding_would() {
+    let Some(peer) = peers::gateway(None) else { return };
+    let db = TestDb::new().await;
+    let origin = peer.origin();
+    let (ok, stdout, stderr) = crate::support::run_cli(
+        &db,
+        &["mcp", "probe", &peer.url(), "--json"],
+        &[("MCP_ALLOWED_ORIGINS", &origin)],
+    );
+    assert!(ok, "{stderr}");
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["serverName"], "fake-gateway");
+    let tool = report["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "home-assistant-turn_on")
+        .unwrap();
+    assert_eq!(tool["group"], "home-assistant");
+    assert!(tool["modelName"].as_str().unwrap().starts_with("mcp_"));
+    assert!(!report["protocolVersion"].as_str().unwrap().is_empty());
+
+    // The same policy as the server: without the allow-list, loopback is refused.
+    let (ok, _, stderr) = crate::support::run_cli(&db, &["mcp", "probe", &peer.url()], &[]);
+    assert!(!ok);
+    assert!(stderr.contains("MCP_ALLOWED_ORIGINS"), "{stderr}");
+}
