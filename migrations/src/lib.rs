@@ -14,6 +14,7 @@ use sea_orm_migration::prelude::*;
 pub use sea_orm_migration::MigratorTrait;
 
 mod m0001_foundation;
+mod m0002_approvals;
 mod m0003_mcp_servers;
 
 /// The list of migrations, oldest first.
@@ -22,7 +23,11 @@ pub struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m0001_foundation::Migration), Box::new(m0003_mcp_servers::Migration)]
+        vec![
+            Box::new(m0001_foundation::Migration),
+            Box::new(m0002_approvals::Migration),
+            Box::new(m0003_mcp_servers::Migration),
+        ]
     }
 }
 

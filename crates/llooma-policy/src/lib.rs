@@ -15,7 +15,11 @@
 //!   purpose, private or not.
 //!
 //! Refusals are values ([`Decision::Refused`]) whose [`Refusal`] says what an operator can do.
+//!
+//! [`consent`] holds the other pure policy of the crate: which tool calls may run without asking
+//! the person (remembered consent, trust levels), and the canonical JSON and hashes it rests on.
 
+pub mod consent;
 mod origin;
 mod ranges;
 

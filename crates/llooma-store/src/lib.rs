@@ -8,6 +8,8 @@
 //! conditional `UPDATE ... WHERE state = expected` and whoever sees one affected row won.
 
 mod accounts;
+mod approvals;
+mod consent;
 mod entities;
 mod instance;
 mod login_failures;
@@ -23,6 +25,8 @@ use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr};
 
 pub use accounts::{Account, NewAccount, RegisterOutcome};
+pub use approvals::APPROVAL_CHANNEL;
+pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
 pub use instance::{InstanceSettings, InstanceState};
 pub use login_failures::FailureScope;
 pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};

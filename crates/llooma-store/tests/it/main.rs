@@ -1,0 +1,10 @@
+//! llooma-store integration tests. Every test runs on the engine `LLOOMA_TEST_DB` names
+//! (`sqlite`, the default, or `postgres`); CI runs the binary once for each.
+
+// Helpers outside `#[test]` functions are not covered by clippy's allow-unwrap-in-tests; a
+// failed setup step should panic there too.
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "test helpers panic on failed setup")]
+
+mod approvals;
+mod consent;
+mod support;
