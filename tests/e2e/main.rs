@@ -5,6 +5,7 @@
 
 mod accounts;
 mod api_errors;
+mod approvals;
 mod cli;
 mod mcp_servers;
 mod peers;

@@ -36,12 +36,29 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     };
     let mcp = llooma_mcp_client::McpClient::new(outbound, llooma_mcp_client::McpConfig::default())
         .context("setting up the MCP client")?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let replica_id = uuid::Uuid::new_v4().to_string();
+    let broker_config = llooma_approval_broker::BrokerConfig {
+        // One process owns an SQLite file, so anything left pending belongs to a dead past life.
+        sole_replica: store.engine() == llooma_store::Engine::Sqlite,
+        ..llooma_approval_broker::BrokerConfig::new(replica_id.clone())
+    };
+    let broker = llooma_approval_broker::Broker::start(
+        store.clone(),
+        Arc::new(llooma_approval_broker::SystemClock),
+        broker_config,
+    )
+    .await
+    .context("starting the approval broker")?;
+    tracing::info!(%replica_id, "approval broker started");
     let state = AppState {
         store: store.clone(),
+        broker: broker.clone(),
         mcp,
         vault: Arc::new(vault),
         passwords: Passwords::new(settings.password_hash_concurrency),
         config: Arc::new(config),
+        stopping: stop_rx,
     };
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
     let app = llooma_api::router(state).layer(TraceLayer::new_for_http());
@@ -58,11 +75,19 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
 
     let grace = Duration::from_secs(settings.shutdown_grace_secs);
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            // Event streams end now; requests in flight are let finish.
+            let _ = stop_tx.send(true);
+        })
         .into_future()
         .await
         .context("serving HTTP")?;
     upkeep.abort();
+    // Questions this process was waiting on can no longer be answered here: say so to every tab.
+    if let Err(err) = broker.shutdown().await {
+        tracing::warn!(error = %err, "closing the approval broker failed");
+    }
     tracing::info!("stopped accepting connections; closing the database");
     let _ = tokio::time::timeout(grace, store.close()).await;
     tracing::info!("shut down");

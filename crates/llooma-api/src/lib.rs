@@ -7,6 +7,7 @@
 //! `Origin` check in [`csrf`] and, once signed in, the session's token in `X-CSRF-Token`.
 
 mod admin;
+mod approvals;
 mod auth;
 mod csrf;
 pub mod error;
@@ -83,11 +84,16 @@ impl Default for ApiConfig {
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub store: Store,
+    /// Every external call is put to the person through it.
+    pub broker: llooma_approval_broker::Broker<Store>,
     /// Talks to MCP servers under the outbound policy.
     pub mcp: llooma_mcp_client::McpClient,
     pub vault: Arc<Vault>,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,
+    /// Turns true when the server is shutting down, so long-lived streams end and graceful
+    /// shutdown does not wait on them forever.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The whole HTTP surface of the API (health checks included).
@@ -114,6 +120,13 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/groups", put(mcp::set_group))
         .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))
+        .route("/approvals", get(approvals::list))
+        .route("/approvals/events", get(approvals::events))
+        .route("/approvals/{id}/answer", post(approvals::answer))
+        .route("/consent", get(approvals::get_consent).patch(approvals::set_mode))
+        .route("/consent/grants/{id}", axum::routing::delete(approvals::revoke_grant))
+        .route("/consent/rules", post(approvals::add_rule))
+        .route("/consent/rules/{id}", axum::routing::delete(approvals::revoke_rule))
         .route("/admin/mcp/servers", get(mcp::admin_list))
         .route("/admin/mcp/servers/{id}", axum::routing::delete(mcp::admin_delete))
         .route(

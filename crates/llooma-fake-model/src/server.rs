@@ -1,0 +1,427 @@
+//! The HTTP server: [`FakeModel`], its builder, and what it records.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::script::{Completion, Ending, Fallback, Reply};
+use crate::wire::{self, Asked, Step};
+
+/// The largest request body the fake model reads; real providers take a few MiB at most.
+const MAX_REQUEST_BYTES: usize = 32 * 1024 * 1024;
+
+/// One request the fake model received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// The `Authorization` header as received (this is test tooling: it keeps what it got so
+    /// tests can check the key was sent as a bearer token).
+    pub authorization: Option<String>,
+    /// The body parsed as JSON, if it was JSON.
+    pub body: Option<Value>,
+    /// The body as text (invalid UTF-8 replaced).
+    pub raw_body: String,
+}
+
+impl RecordedRequest {
+    /// Whether this is a chat completions request.
+    pub fn is_chat(&self) -> bool {
+        self.method == "POST" && self.path == "/v1/chat/completions"
+    }
+}
+
+/// Settings for a [`FakeModel`]. Start from [`FakeModel::builder`].
+#[derive(Debug, Clone)]
+pub struct FakeModelBuilder {
+    port: u16,
+    replies: Vec<Reply>,
+    fallback: Fallback,
+    models: Vec<String>,
+    log_requests: bool,
+}
+
+impl FakeModelBuilder {
+    /// The port on 127.0.0.1; 0 (the default) lets the system pick.
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Queues a reply.
+    pub fn reply(mut self, reply: Reply) -> Self {
+        self.replies.push(reply);
+        self
+    }
+
+    /// Queues replies, in order.
+    pub fn replies(mut self, replies: impl IntoIterator<Item = Reply>) -> Self {
+        self.replies.extend(replies);
+        self
+    }
+
+    /// What to answer once the queue is empty. Default [`Fallback::Error`].
+    pub fn fallback(mut self, fallback: Fallback) -> Self {
+        self.fallback = fallback;
+        self
+    }
+
+    /// The model ids `GET /v1/models` lists. Default `["fake-model"]`.
+    pub fn models(mut self, models: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.models = models.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Writes one line per request to stderr (for the binary).
+    pub fn log_requests(mut self, enabled: bool) -> Self {
+        self.log_requests = enabled;
+        self
+    }
+
+    /// Binds 127.0.0.1 and starts serving on the current tokio runtime.
+    pub async fn start(self) -> io::Result<FakeModel> {
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).await?;
+        let addr = listener.local_addr()?;
+        // Without TCP_NODELAY, small SSE chunks on a kept-alive connection wait for delayed
+        // ACKs (about 40 ms each), which would make streaming tests slow and misleading.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let (shutdown, stopped) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(self.replies.into()),
+            fallback: self.fallback,
+            requests: Mutex::new(Vec::new()),
+            models: self.models,
+            log_requests: self.log_requests,
+            serial: AtomicU64::new(0),
+            stopped,
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .fallback(unknown)
+            .with_state(Arc::clone(&shared));
+        let mut until = shared.stopped.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = until.wait_for(|stopped| *stopped).await;
+                })
+                .await;
+        });
+        Ok(FakeModel { addr, shared, shutdown, task })
+    }
+}
+
+/// A running fake model. Stops when dropped (stalled streams are cut then).
+#[derive(Debug)]
+pub struct FakeModel {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    queue: Mutex<VecDeque<Reply>>,
+    fallback: Fallback,
+    requests: Mutex<Vec<RecordedRequest>>,
+    models: Vec<String>,
+    log_requests: bool,
+    serial: AtomicU64,
+    /// Flips to true when the server stops; stalls wait on it so nothing outlives the server.
+    stopped: watch::Receiver<bool>,
+}
+
+/// A poisoned lock only means a handler panicked; the data is still what it was.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl FakeModel {
+    /// Settings: port 0, no replies, [`Fallback::Error`], one model `fake-model`.
+    pub fn builder() -> FakeModelBuilder {
+        FakeModelBuilder {
+            port: 0,
+            replies: Vec::new(),
+            fallback: Fallback::Error,
+            models: vec!["fake-model".to_owned()],
+            log_requests: false,
+        }
+    }
+
+    /// Starts a fake model with these replies and the default settings.
+    pub async fn start(replies: impl IntoIterator<Item = Reply>) -> io::Result<FakeModel> {
+        Self::builder().replies(replies).start().await
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The origin, `http://127.0.0.1:<port>` (what an allow-list needs).
+    pub fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The base URL of the API, `http://127.0.0.1:<port>/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Queues another reply.
+    pub fn push(&self, reply: Reply) {
+        lock(&self.shared.queue).push_back(reply);
+    }
+
+    /// How many scripted replies are still queued.
+    pub fn remaining(&self) -> usize {
+        lock(&self.shared.queue).len()
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.shared.requests).clone()
+    }
+
+    /// The JSON bodies of the chat requests received so far, in order.
+    pub fn chat_bodies(&self) -> Vec<Value> {
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.is_chat())
+            .map(|r| r.body.clone().unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// Stops serving and waits until the server task has ended.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        // The graceful shutdown waits for open connections; stalls end on the same signal,
+        // so this finishes.
+        let task = &self.task;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while !task.is_finished() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+    }
+}
+
+impl Drop for FakeModel {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+        self.task.abort();
+    }
+}
+
+fn record(shared: &Shared, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) {
+    let authorization =
+        headers.get(header::AUTHORIZATION).map(|v| String::from_utf8_lossy(v.as_bytes()).into());
+    let parsed = serde_json::from_slice(body).ok();
+    if shared.log_requests {
+        eprintln!("{method} {} ({} bytes)", uri.path(), body.len());
+    }
+    lock(&shared.requests).push(RecordedRequest {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+        authorization,
+        body: parsed,
+        raw_body: String::from_utf8_lossy(body).into_owned(),
+    });
+}
+
+async fn read_body(request: Request) -> (Method, Uri, HeaderMap, Result<Bytes, Response>) {
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await.map_err(|_| {
+        json_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &wire::error_body("request body too large for the fake model", "invalid_request"),
+        )
+    });
+    (parts.method, parts.uri, parts.headers, bytes)
+}
+
+async fn chat(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (method, uri, headers, body) = read_body(request).await;
+    let body = match body {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    record(&shared, &method, &uri, &headers, &body);
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &wire::error_body("request body is not JSON", "invalid_request_error"),
+        );
+    };
+    let next = lock(&shared.queue).pop_front();
+    let reply = match (next, shared.fallback) {
+        (Some(reply), _) => reply,
+        (None, Fallback::Echo { chunk_delay_ms }) => Reply::Echo { chunk_delay_ms },
+        (None, Fallback::Error) => {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &wire::error_body(
+                    "fake model: the script has no reply left for this request",
+                    "server_error",
+                ),
+            );
+        }
+    };
+    let serial = shared.serial.fetch_add(1, Ordering::Relaxed);
+    let asked = Asked::from_request(&request);
+    let streamed = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let completion = match reply {
+        Reply::Completion(completion) => completion,
+        Reply::Echo { chunk_delay_ms } => echo(&request, chunk_delay_ms),
+        Reply::HttpError { status, body, retry_after } => {
+            return http_error(status, body, retry_after);
+        }
+        Reply::StallBeforeHeaders => {
+            let mut stopped = shared.stopped.clone();
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+    };
+    if streamed && !completion.ignore_stream {
+        let steps = wire::stream_steps(&completion, &asked, serial);
+        stream_response(steps, shared.stopped.clone())
+    } else {
+        whole_response(&completion, &asked, serial, shared.stopped.clone()).await
+    }
+}
+
+fn echo(request: &Value, chunk_delay_ms: u64) -> Completion {
+    let text = wire::last_user_message(request)
+        .filter(|text| !text.trim().is_empty())
+        .unwrap_or_else(|| "(there was no user message to echo)".to_owned());
+    let words = text.split_whitespace().count();
+    Completion { text: Some(text), chunks: words.min(64), chunk_delay_ms, ..Completion::default() }
+}
+
+fn http_error(status: u16, body: String, retry_after: Option<String>) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let content_type = if serde_json::from_str::<Value>(&body).is_ok() {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    let mut response = (status, [(header::CONTENT_TYPE, content_type)], body).into_response();
+    if let Some(value) = retry_after.and_then(|v| HeaderValue::from_str(&v).ok()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
+fn stream_response(steps: Vec<Step>, stopped: watch::Receiver<bool>) -> Response {
+    let body = futures::stream::unfold(
+        (VecDeque::from(steps), stopped),
+        |(mut steps, mut stopped)| async move {
+            loop {
+                match steps.pop_front()? {
+                    Step::Send(bytes) => return Some((Ok(bytes), (steps, stopped))),
+                    Step::Sleep(duration) => tokio::time::sleep(duration).await,
+                    Step::Stall => {
+                        let _ = stopped.wait_for(|stopped| *stopped).await;
+                        return Some((Err(io::Error::other("server stopped")), (steps, stopped)));
+                    }
+                    Step::Abort => {
+                        // An error from the body stream makes hyper drop the connection
+                        // without the final empty chunk: the client sees a cut body.
+                        return Some((
+                            Err(io::Error::other("scripted disconnect")),
+                            (VecDeque::new(), stopped),
+                        ));
+                    }
+                }
+            }
+        },
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+async fn whole_response(
+    completion: &Completion,
+    asked: &Asked,
+    serial: u64,
+    mut stopped: watch::Receiver<bool>,
+) -> Response {
+    let delay = completion.chunk_delay_ms.saturating_mul(completion.chunks.max(1) as u64);
+    tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    let whole = wire::whole_completion(completion, asked, serial).to_string();
+    let body = match completion.ending {
+        Ending::Done => whole,
+        Ending::Garbage => "{this is not json".to_owned(),
+        Ending::Stall => {
+            let _ = stopped.wait_for(|stopped| *stopped).await;
+            return StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
+        Ending::EndEarly => whole.chars().take(whole.chars().count() / 2).collect(),
+        Ending::Disconnect => {
+            let cut = futures::stream::iter([
+                Ok(Bytes::from(whole.chars().take(10).collect::<String>())),
+                Err(io::Error::other("scripted disconnect")),
+            ]);
+            return Response::builder()
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from_stream(cut))
+                .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+        }
+    };
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+async fn models(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (method, uri, headers, body) = read_body(request).await;
+    record(&shared, &method, &uri, &headers, &body.unwrap_or_default());
+    let data: Vec<Value> = shared
+        .models
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "llooma-fake-model"}))
+        .collect();
+    json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+}
+
+async fn unknown(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (method, uri, headers, body) = read_body(request).await;
+    record(&shared, &method, &uri, &headers, &body.unwrap_or_default());
+    json_response(
+        StatusCode::NOT_FOUND,
+        &wire::error_body(
+            &format!(
+                "fake model: no route {method} {}; it serves POST /v1/chat/completions and \
+                 GET /v1/models",
+                uri.path()
+            ),
+            "not_found",
+        ),
+    )
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}

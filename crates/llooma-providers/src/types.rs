@@ -1,0 +1,246 @@
+//! What goes to a model and what comes back, independent of the wire format.
+
+use std::time::Duration;
+
+/// One chat completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The model id, as the provider names it (`gpt-4o-mini`, `llama3.1:8b`, ...).
+    pub model: String,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// Functions the model may call. At most the provider's
+    /// [`max_tools_per_request`](crate::ProviderConfig::max_tools_per_request).
+    pub tools: Vec<ToolDefinition>,
+    /// Whether and which tool the model must call; sent only when `tools` is not empty.
+    pub tool_choice: Option<ToolChoice>,
+    /// Sampling temperature, if the caller wants one.
+    pub temperature: Option<f32>,
+    /// A cap on the answer's length in tokens (`max_tokens`), if the caller wants one.
+    pub max_tokens: Option<u32>,
+}
+
+impl ChatRequest {
+    /// A request for `model` with these messages, no tools, provider defaults otherwise.
+    pub fn new(model: impl Into<String>, messages: Vec<Message>) -> Self {
+        Self {
+            model: model.into(),
+            messages,
+            tools: Vec::new(),
+            tool_choice: None,
+            temperature: None,
+            max_tokens: None,
+        }
+    }
+
+    /// Offers these tools.
+    pub fn with_tools(mut self, tools: Vec<ToolDefinition>) -> Self {
+        self.tools = tools;
+        self
+    }
+
+    /// Sets the tool choice.
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = Some(choice);
+        self
+    }
+}
+
+/// A message of the conversation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// Instructions for the model.
+    System {
+        /// The text.
+        content: String,
+    },
+    /// What the person wrote.
+    User {
+        /// The text.
+        content: String,
+    },
+    /// An earlier answer of the model, with the tools it called.
+    Assistant {
+        /// The text, if the answer had any.
+        content: Option<String>,
+        /// The calls it made, in order.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The result of one tool call.
+    Tool {
+        /// The [`ToolCall::id`] this answers.
+        tool_call_id: String,
+        /// The result, as text.
+        content: String,
+    },
+}
+
+impl Message {
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Message::System { content: content.into() }
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User { content: content.into() }
+    }
+
+    /// An assistant message with text only.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message::Assistant { content: Some(content.into()), tool_calls: Vec::new() }
+    }
+
+    /// A tool result.
+    pub fn tool(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message::Tool { tool_call_id: tool_call_id.into(), content: content.into() }
+    }
+}
+
+/// A function the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolDefinition {
+    /// The name the model uses to call it.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: Option<String>,
+    /// Its parameters as a JSON Schema object.
+    pub parameters: serde_json::Value,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (the provider's default when tools are offered).
+    Auto,
+    /// No tool call.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call of this function.
+    Function(String),
+}
+
+/// A complete tool call of the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    /// The id the result must quote ([`Message::Tool`]). Providers that send none get
+    /// `call_<index>`.
+    pub id: String,
+    /// The function's name.
+    pub name: String,
+    /// The arguments as the model wrote them: JSON text, not checked here (a model can write
+    /// invalid JSON; the caller decides what to tell it). `{}` when the model sent nothing.
+    pub arguments_json: String,
+}
+
+/// Token counts of one completion, as the provider reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens in the answer (reasoning included).
+    pub completion_tokens: u64,
+    /// Their sum, as reported.
+    pub total_tokens: u64,
+    /// Of the answer's tokens, those spent reasoning, when reported.
+    pub reasoning_tokens: Option<u64>,
+    /// Of the prompt's tokens, those served from the provider's cache, when reported.
+    pub cached_prompt_tokens: Option<u64>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// It finished its answer.
+    Stop,
+    /// It hit the length limit (`max_tokens` or the context window).
+    Length,
+    /// It wants the tool calls it made run.
+    ToolCalls,
+    /// The provider's content filter stopped it.
+    ContentFilter,
+    /// Something else, as the provider named it.
+    Other(String),
+}
+
+impl FinishReason {
+    pub(crate) fn from_wire(reason: &str) -> Self {
+        match reason {
+            "stop" | "eos" | "end_turn" => FinishReason::Stop,
+            "length" | "max_tokens" => FinishReason::Length,
+            "tool_calls" | "function_call" | "tool_use" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+/// One event of a streamed answer.
+///
+/// Order: text and reasoning deltas as they come; then, once the model has finished, every
+/// [`ChatEvent::ToolCall`] (complete, in index order), [`ChatEvent::Usage`] if the provider
+/// reported it, and [`ChatEvent::Finished`] last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatEvent {
+    /// A piece of the answer's text.
+    TextDelta(String),
+    /// A piece of the model's reasoning (providers that expose it).
+    ReasoningDelta(String),
+    /// A complete tool call.
+    ToolCall(ToolCall),
+    /// Token counts (the last report, when a provider reports more than once).
+    Usage(Usage),
+    /// The answer is complete.
+    Finished {
+        /// Why the model stopped.
+        reason: FinishReason,
+    },
+}
+
+/// A whole answer, gathered from the events by [`ChatStream::collect`](crate::ChatStream).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChatReply {
+    /// The text.
+    pub text: String,
+    /// The reasoning, if any.
+    pub reasoning: String,
+    /// The tool calls, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Token counts, if reported.
+    pub usage: Option<Usage>,
+    /// Why the model stopped.
+    pub finish_reason: Option<FinishReason>,
+}
+
+/// A model a provider offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The id to put in [`ChatRequest::model`].
+    pub id: String,
+    /// Who owns it, as the provider says.
+    pub owned_by: Option<String>,
+}
+
+/// How long to wait, at each step of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Establishing the connection. Applied through the [`NetClient`](llooma_net::NetClient)
+    /// (see [`ProviderConfig::configure_net_client`](crate::ProviderConfig)).
+    pub connect: Duration,
+    /// From sending the request to the first bytes of the answer (headers and first chunk):
+    /// a local server loading a model, or a reasoning model, can take a while.
+    pub first_byte: Duration,
+    /// Between two chunks of a streamed answer, once it has started.
+    pub idle: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(10),
+            first_byte: Duration::from_secs(120),
+            idle: Duration::from_secs(90),
+        }
+    }
+}
