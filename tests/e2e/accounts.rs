@@ -4,7 +4,7 @@ use crate::support::{PASSWORD, Server, TestDb};
 
 #[tokio::test]
 async fn the_first_of_many_racing_registrations_is_the_only_administrator() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let base = server.base.clone();
     let attempts = (0..8).map(|i| {
@@ -32,7 +32,7 @@ async fn the_first_of_many_racing_registrations_is_the_only_administrator() {
 
 #[tokio::test]
 async fn registration_stays_closed_until_an_administrator_opens_it() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut admin = server.tab();
     assert_eq!(admin.register("Admin", PASSWORD).await.json["account"]["username"], "admin");
@@ -67,7 +67,7 @@ async fn registration_stays_closed_until_an_administrator_opens_it() {
 
 #[tokio::test]
 async fn login_me_logout_and_password_change_through_the_api() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut first = server.tab();
     first.register("carol", PASSWORD).await;
@@ -109,7 +109,7 @@ async fn login_me_logout_and_password_change_through_the_api() {
 
 #[tokio::test]
 async fn logins_are_throttled_per_account_without_revealing_which_accounts_exist() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("LLOOMA_LOGIN_MAX_FAILURES_PER_ACCOUNT", "3")]);
     server.tab().register("dave", PASSWORD).await;
 
@@ -136,7 +136,7 @@ async fn logins_are_throttled_per_account_without_revealing_which_accounts_exist
 
 #[tokio::test]
 async fn logins_are_throttled_per_client_address() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("LLOOMA_LOGIN_MAX_FAILURES_PER_ADDRESS", "4")]);
     server.tab().register("erin", PASSWORD).await;
     for i in 0..4 {

@@ -4,7 +4,7 @@ use crate::support::{PASSWORD, Server, TestDb, engine};
 
 #[tokio::test]
 async fn bad_requests_get_a_clear_json_error_never_a_500() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     // No connection reuse: a server may close a connection after refusing an oversized body
     // without reading it, and that must not be mistaken for the next case's answer.
@@ -58,7 +58,7 @@ async fn bad_requests_get_a_clear_json_error_never_a_500() {
 
 #[tokio::test]
 async fn a_lost_database_gives_503_with_a_message_and_readyz_says_so() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut tab = server.tab();
     tab.register("ken", PASSWORD).await;
@@ -69,7 +69,7 @@ async fn a_lost_database_gives_503_with_a_message_and_readyz_says_so() {
         // covers this case.
         return;
     }
-    db.drop_now().await;
+    db.drop_now();
     let ready = http.get(format!("{}/readyz", server.base)).send().await.unwrap();
     assert_eq!(ready.status(), 503);
     let reply = tab

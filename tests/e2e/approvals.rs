@@ -8,7 +8,7 @@ use crate::support::{PASSWORD, Server, Tab, TestDb, engine};
 
 /// The replica ids the database knows, newest first.
 async fn replicas(db: &TestDb) -> Vec<String> {
-    let conn = db.connect().await;
+    let conn = crate::support::connect(db).await;
     let rows = conn
         .query_all_raw(Statement::from_string(
             conn.get_database_backend(),
@@ -25,7 +25,7 @@ async fn pending_call(db: &TestDb, account_id: &str, replica: &str) -> String {
     let id = uuid::Uuid::new_v4().to_string();
     let now = chrono_ms();
     let args = r#"{"amount":120,"to":"alice@example.org"}"#;
-    let conn = db.connect().await;
+    let conn = crate::support::connect(db).await;
     conn.execute_raw(Statement::from_string(
         conn.get_database_backend(),
         format!(
@@ -94,7 +94,7 @@ impl Events {
 
 #[tokio::test]
 async fn a_card_survives_a_reload_is_answered_once_and_disappears_from_every_tab() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut first_tab = server.tab();
     let me = first_tab.register("root", PASSWORD).await;
@@ -163,7 +163,7 @@ async fn an_answer_through_one_replica_reaches_the_tabs_of_another() {
         // Several replicas share a Postgres database; SQLite is one process by design.
         return;
     }
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let a = Server::start(&db, &[]);
     let a_replica = replicas(&db).await.remove(0);
     let b = Server::start(&db, &[]);
@@ -186,7 +186,7 @@ async fn an_answer_through_one_replica_reaches_the_tabs_of_another() {
 
 #[tokio::test]
 async fn a_restart_interrupts_the_questions_of_the_process_that_died() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut tab = server.tab();
     let me = tab.register("root", PASSWORD).await;
@@ -214,7 +214,7 @@ async fn a_restart_interrupts_the_questions_of_the_process_that_died() {
 #[tokio::test]
 async fn permission_mode_and_allow_rules_are_the_persons_own() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
     let mut tab = server.tab();
     tab.register("root", PASSWORD).await;
@@ -278,7 +278,7 @@ async fn permission_mode_and_allow_rules_are_the_persons_own() {
 
 #[tokio::test]
 async fn an_open_event_stream_does_not_hold_up_shutdown() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut tab = server.tab();
     tab.register("root", PASSWORD).await;

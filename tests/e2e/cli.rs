@@ -2,7 +2,7 @@ use crate::support::{PASSWORD, Server, TestDb, run_cli};
 
 #[tokio::test]
 async fn admin_create_from_the_shell_claims_a_fresh_instance() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let (ok, stdout, stderr) = run_cli(
         &db,
         &["admin", "create", "--username", "Operator", "--password-env", "PW"],
@@ -27,7 +27,7 @@ async fn admin_create_from_the_shell_claims_a_fresh_instance() {
 
 #[tokio::test]
 async fn migrate_and_config_commands() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let (ok, stdout, stderr) = run_cli(&db, &["migrate"], &[]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("migrations applied"));
@@ -42,7 +42,7 @@ async fn migrate_and_config_commands() {
 
 #[tokio::test]
 async fn sigterm_shuts_down_cleanly() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     assert_eq!(
@@ -56,7 +56,7 @@ async fn sigterm_shuts_down_cleanly() {
 
 #[tokio::test]
 async fn json_logs_on_request() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("LLOOMA_LOG_FORMAT", "json")]);
     let log = server.log_text();
     let line = log.lines().find(|l| l.contains("listening on")).unwrap();
@@ -66,7 +66,7 @@ async fn json_logs_on_request() {
 
 #[tokio::test]
 async fn check_address_answers_like_the_server_would() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     /// (arguments, environment, exit code, start of the first line)
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], i32, &'a str);
     let cases: &[Case] = &[
@@ -99,7 +99,7 @@ async fn check_address_answers_like_the_server_would() {
         let output = std::process::Command::new(crate::support::binary())
             .args(*args)
             .env_clear()
-            .env("LLOOMA_DATA_DIR", db.data_dir.path())
+            .env("LLOOMA_DATA_DIR", db.dir.path())
             .envs(env.iter().copied())
             .output()
             .unwrap();

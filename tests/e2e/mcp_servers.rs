@@ -16,7 +16,7 @@ async fn admin(server: &Server) -> Tab {
 #[tokio::test]
 async fn adding_server_everything_tests_first_then_lists_from_the_snapshot() {
     let Some(peer) = peers::everything() else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
     let mut tab = admin(&server).await;
 
@@ -66,7 +66,7 @@ async fn adding_server_everything_tests_first_then_lists_from_the_snapshot() {
 #[tokio::test]
 async fn a_private_address_is_refused_until_the_instance_allows_its_origin() {
     let Some(peer) = peers::everything() else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut tab = admin(&server).await;
     let refused =
@@ -88,7 +88,7 @@ async fn a_private_address_is_refused_until_the_instance_allows_its_origin() {
 #[tokio::test]
 async fn gateway_groups_switches_budget_and_a_wrong_token() {
     let Some(peer) = peers::gateway(Some("gateway-token-123")) else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
     let mut tab = admin(&server).await;
 
@@ -167,7 +167,7 @@ async fn gateway_groups_switches_budget_and_a_wrong_token() {
 #[tokio::test]
 async fn only_permitted_accounts_add_servers_and_nobody_reaches_another_accounts_server() {
     let Some(peer) = peers::everything() else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
     let mut root = admin(&server).await;
     root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
@@ -225,7 +225,7 @@ async fn only_permitted_accounts_add_servers_and_nobody_reaches_another_accounts
 #[tokio::test]
 async fn an_administrator_suspends_a_server_and_its_owner_sees_why() {
     let Some(peer) = peers::everything() else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
     let mut root = admin(&server).await;
     root.send(
@@ -280,7 +280,7 @@ async fn an_administrator_suspends_a_server_and_its_owner_sees_why() {
 #[tokio::test]
 async fn mcp_probe_from_the_shell_shows_what_adding_would() {
     let Some(peer) = peers::gateway(None) else { return };
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let origin = peer.origin();
     let (ok, stdout, stderr) = crate::support::run_cli(
         &db,
@@ -304,4 +304,53 @@ async fn mcp_probe_from_the_shell_shows_what_adding_would() {
     let (ok, _, stderr) = crate::support::run_cli(&db, &["mcp", "probe", &peer.url()], &[]);
     assert!(!ok);
     assert!(stderr.contains("MCP_ALLOWED_ORIGINS"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_server_announcing_new_tools_marks_its_card_until_update_tools() {
+    let Some(peer) = peers::gateway(None) else { return };
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("MCP_ALLOWED_ORIGINS", &peer.origin()), ("LLOOMA_MCP_WATCH_SECS", "1")],
+    );
+    let mut tab = admin(&server).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(added.json["server"]["snapshotStale"], false);
+
+    // Someone adds a tool behind the gateway (here through the gateway's own tool, from another
+    // client). Until the watcher has subscribed, an announcement can go unheard: repeat.
+    let policy =
+        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
+            .unwrap();
+    let other =
+        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut added_names = Vec::new();
+    loop {
+        let name = format!("Chatto-new_tool_{}", added_names.len());
+        other
+            .call_tool(&peer.url(), None, "gateway-add_tool", json!({"name": name}))
+            .await
+            .unwrap();
+        added_names.push(name);
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+        if tab.get("/api/v1/mcp/servers").await.json[0]["snapshotStale"] == true {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the card never said the server reports new tools"
+        );
+    }
+    let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;
+    assert_eq!(refresh.json["server"]["snapshotStale"], false, "{refresh:?}");
+    for name in &added_names {
+        assert!(
+            refresh.json["added"].as_array().unwrap().iter().any(|n| n == name.as_str()),
+            "{refresh:?}"
+        );
+    }
 }

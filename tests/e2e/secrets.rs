@@ -27,7 +27,7 @@ async fn admin_with_providers(
 }
 
 async fn stored_keys(db: &TestDb) -> Vec<(String, String)> {
-    let conn = db.connect().await;
+    let conn = crate::support::connect(db).await;
     let rows = conn
         .query_all_raw(Statement::from_string(
             conn.get_database_backend(),
@@ -47,11 +47,11 @@ async fn stored_keys(db: &TestDb) -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn a_secret_that_does_not_match_the_data_stops_start_up() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let generated = server.log_text();
     assert!(generated.contains("generated a new instance secret"), "{generated}");
-    let secret_file = db.data_dir.path().join("instance-secret");
+    let secret_file = db.dir.path().join("instance-secret");
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(&secret_file).unwrap().permissions(),
     );
@@ -63,24 +63,24 @@ async fn a_secret_that_does_not_match_the_data_stops_start_up() {
     assert!(refused.contains("does not match this database"), "{refused}");
 
     // Losing the file is not a reason to make a new secret over existing data.
-    std::fs::rename(&secret_file, db.data_dir.path().join("moved-away")).unwrap();
+    std::fs::rename(&secret_file, db.dir.path().join("moved-away")).unwrap();
     let refused = Server::try_start(&db, &[]).err().expect("must refuse");
     assert!(refused.contains("is missing") && refused.contains("never generates"), "{refused}");
     assert!(!secret_file.exists(), "no new secret may be written");
 
-    std::fs::rename(db.data_dir.path().join("moved-away"), &secret_file).unwrap();
+    std::fs::rename(db.dir.path().join("moved-away"), &secret_file).unwrap();
     Server::start(&db, &[]);
 }
 
 #[tokio::test]
 async fn a_ciphertext_copied_to_another_row_does_not_decrypt() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     admin_with_providers(&server, &["sk-first-key-0001", "sk-second-key-0002"]).await;
     drop(server);
 
     let keys = stored_keys(&db).await;
-    let conn = db.connect().await;
+    let conn = crate::support::connect(&db).await;
     let backend = conn.get_database_backend();
     for ((id, _), (_, other)) in keys.iter().zip(keys.iter().rev()) {
         conn.execute_raw(Statement::from_string(
@@ -104,11 +104,11 @@ async fn a_ciphertext_copied_to_another_row_does_not_decrypt() {
 
 #[tokio::test]
 async fn rotating_the_secret_re_encrypts_everything() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     admin_with_providers(&server, &["sk-rotate-me-0001"]).await;
     drop(server);
-    let secret_file = db.data_dir.path().join("instance-secret");
+    let secret_file = db.dir.path().join("instance-secret");
     let before_file = std::fs::read(&secret_file).unwrap();
     let before = stored_keys(&db).await;
 
@@ -132,7 +132,7 @@ async fn rotating_the_secret_re_encrypts_everything() {
 
 #[tokio::test]
 async fn keys_passwords_and_session_tokens_never_reach_a_response_or_a_log_line() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let key = format!("sk-live-{}", uuid::Uuid::new_v4().simple());
     let secret = "instance-secret-for-this-test-0123456789abcdef";
     let server = Server::start(&db, &[("LLOOMA_SECRET", secret), ("LLOOMA_LOG", "trace")]);

@@ -6,7 +6,7 @@ use crate::support::{PASSWORD, Server, TestDb};
 
 #[tokio::test]
 async fn an_idle_session_expires() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("LLOOMA_SESSION_IDLE_SECS", "2")]);
     let mut tab = server.tab();
     tab.register("frank", PASSWORD).await;
@@ -19,7 +19,7 @@ async fn an_idle_session_expires() {
 
 #[tokio::test]
 async fn a_busy_session_still_ends_at_its_absolute_limit() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("LLOOMA_SESSION_ABSOLUTE_SECS", "3")]);
     let mut tab = server.tab();
     tab.register("grace", PASSWORD).await;
@@ -33,7 +33,7 @@ async fn a_busy_session_still_ends_at_its_absolute_limit() {
 
 #[tokio::test]
 async fn state_changing_requests_need_the_csrf_token_and_the_right_origin() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[]);
     let mut tab = server.tab();
     tab.register("heidi", PASSWORD).await;
@@ -66,7 +66,7 @@ async fn state_changing_requests_need_the_csrf_token_and_the_right_origin() {
 
 #[tokio::test]
 async fn a_public_https_address_makes_cookies_secure_and_is_the_only_origin_accepted() {
-    let db = TestDb::new().await;
+    let db = TestDb::new();
     let server = Server::start(&db, &[("LLOOMA_PUBLIC_URL", "https://chat.example.org")]);
     let mut tab = server.tab();
     tab.origin = Some("https://chat.example.org".into());

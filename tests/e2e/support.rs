@@ -7,14 +7,14 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use sea_orm::{Database, DatabaseConnection};
 use serde_json::{Value, json};
 
 /// Which engine this run tests, from `LLOOMA_TEST_DB` (CI runs the suite once for each).
 pub fn engine() -> &'static str {
-    match std::env::var("LLOOMA_TEST_DB").as_deref() {
-        Ok("postgres") => "postgres",
-        _ => "sqlite",
+    match test_engine() {
+        llooma_test_support::Engine::Postgres => "postgres",
+        llooma_test_support::Engine::Sqlite => "sqlite",
     }
 }
 
@@ -33,86 +33,11 @@ pub fn binary() -> PathBuf {
     path
 }
 
-/// A database of its own for one test: a fresh Postgres database (dropped at the end) or a
-/// SQLite file in the test's data directory.
-pub struct TestDb {
-    pub data_dir: tempfile::TempDir,
-    pub postgres: Option<(String, String)>, // (admin url, database name)
-}
+pub use llooma_test_support::{TestDatabase as TestDb, engine as test_engine};
 
-impl TestDb {
-    pub async fn new() -> TestDb {
-        let data_dir = tempfile::tempdir().unwrap();
-        let postgres = if engine() == "postgres" {
-            let base = std::env::var("LLOOMA_TEST_PG_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
-            let name = format!("llooma_test_{}", uuid::Uuid::new_v4().simple());
-            let admin = admin_connection(&base).await;
-            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
-            admin.close().await.unwrap();
-            Some((base, name))
-        } else {
-            None
-        };
-        TestDb { data_dir, postgres }
-    }
-
-    /// `DATABASE_URL` for the server, or None for SQLite in the data directory.
-    pub fn database_url(&self) -> Option<String> {
-        self.postgres.as_ref().map(|(base, name)| format!("{base}/{name}"))
-    }
-
-    /// A direct connection to the same database, to look at or tamper with what is stored.
-    pub async fn connect(&self) -> DatabaseConnection {
-        let url = match self.database_url() {
-            Some(url) => url,
-            None => {
-                format!("sqlite://{}?mode=rw", self.data_dir.path().join("llooma.db").display())
-            }
-        };
-        Database::connect(url).await.unwrap()
-    }
-
-    /// Drops the Postgres database now (a running server loses it).
-    pub async fn drop_now(&self) {
-        if let Some((base, name)) = &self.postgres {
-            let admin = admin_connection(base).await;
-            admin
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
-                .await
-                .unwrap();
-            admin.close().await.unwrap();
-        }
-    }
-}
-
-async fn admin_connection(base: &str) -> DatabaseConnection {
-    Database::connect(format!("{base}/postgres")).await.unwrap_or_else(|e| {
-        panic!("Postgres at {base} is not reachable ({e}); start it or set LLOOMA_TEST_PG_URL")
-    })
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Some((base, name)) = self.postgres.clone() {
-            // Drop runs outside the test's runtime: use a small one of its own.
-            let _ = std::thread::spawn(move || {
-                let runtime =
-                    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                runtime.block_on(async {
-                    if let Ok(admin) = Database::connect(format!("{base}/postgres")).await {
-                        let _ = admin
-                            .execute_unprepared(&format!(
-                                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-                            ))
-                            .await;
-                        let _ = admin.close().await;
-                    }
-                });
-            })
-            .join();
-        }
-    }
+/// A direct connection to the test's database, to look at or tamper with what is stored.
+pub async fn connect(db: &TestDb) -> DatabaseConnection {
+    Database::connect(db.url()).await.unwrap()
 }
 
 /// A running `llooma` process.
@@ -129,11 +54,11 @@ fn base_command(db: &TestDb, extra_env: &[(&str, &str)]) -> Command {
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("LLOOMA_LISTEN", "127.0.0.1:0")
-        .env("LLOOMA_DATA_DIR", db.data_dir.path())
+        .env("LLOOMA_DATA_DIR", db.dir.path())
         .env("LLOOMA_LOG", "info,tower_http=debug")
         // Fast tests: the argon2 cost is the production one, but two hashes at once suffice.
         .env("LLOOMA_PASSWORD_HASH_CONCURRENCY", "2");
-    if let Some(url) = db.database_url() {
+    if let Some(url) = db.postgres_url() {
         command.env("DATABASE_URL", url);
     }
     for (key, value) in extra_env {

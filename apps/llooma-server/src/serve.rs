@@ -61,6 +61,12 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         stopping: stop_rx,
     };
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
+    let watcher = (settings.mcp_watch_secs > 0).then(|| {
+        tokio::spawn(llooma_api::watch_list_changes(
+            state.clone(),
+            Duration::from_secs(settings.mcp_watch_secs),
+        ))
+    });
     let app = llooma_api::router(state).layer(TraceLayer::new_for_http());
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -84,6 +90,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("serving HTTP")?;
     upkeep.abort();
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
     // Questions this process was waiting on can no longer be answered here: say so to every tab.
     if let Err(err) = broker.shutdown().await {
         tracing::warn!(error = %err, "closing the approval broker failed");

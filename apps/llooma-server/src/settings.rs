@@ -49,6 +49,8 @@ pub struct Settings {
     pub fetch_allowed_origins: Option<String>,
     pub bot_allowed_origins: Option<String>,
     pub shutdown_grace_secs: u64,
+    /// How often MCP servers that report tool-list changes are (re)watched; 0 turns watching off.
+    pub mcp_watch_secs: u64,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -75,6 +77,7 @@ impl Default for Settings {
             fetch_allowed_origins: None,
             bot_allowed_origins: None,
             shutdown_grace_secs: 10,
+            mcp_watch_secs: 30,
             secret: None,
         }
     }
@@ -143,7 +146,8 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 6] = [
+        let numbers: [(&str, &mut u64); 7] = [
+            ("LLOOMA_MCP_WATCH_SECS", &mut self.mcp_watch_secs),
             ("LLOOMA_SESSION_IDLE_SECS", &mut self.session_idle_secs),
             ("LLOOMA_SESSION_ABSOLUTE_SECS", &mut self.session_absolute_secs),
             ("LLOOMA_LOGIN_WINDOW_SECS", &mut self.login_window_secs),

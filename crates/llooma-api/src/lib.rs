@@ -13,6 +13,7 @@ mod csrf;
 pub mod error;
 mod extract;
 mod mcp;
+mod mcp_watch;
 mod passwords;
 mod session;
 
@@ -28,6 +29,7 @@ use llooma_store::Store;
 use llooma_vault::Vault;
 
 pub use auth::{normalize_username, validate_password, validate_username};
+pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
 
 /// Login throttling: failures within `window` are counted per account name and per address.

@@ -1,11 +1,9 @@
 //! Shared helpers: peers started as child processes, a scriptable hostile MCP server, clients
 //! whose policy allows exactly one loopback origin.
 
-use std::net::{SocketAddr, TcpListener as StdListener};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -36,96 +34,9 @@ pub fn quick_config() -> McpConfig {
     }
 }
 
-pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The path a peer env var points at. Missing: with `LLOOMA_SLOW_TESTS` set that is a
-/// failure (CI must not pass by skipping), otherwise the test is skipped with a note.
-pub fn peer_path(var: &str) -> Option<PathBuf> {
-    match std::env::var_os(var) {
-        Some(value) if !value.is_empty() => Some(PathBuf::from(value)),
-        _ => {
-            assert!(
-                std::env::var_os("LLOOMA_SLOW_TESTS").is_none(),
-                "{var} is not set but LLOOMA_SLOW_TESTS is: run \
-                 crates/llooma-mcp-client/tests/peers/install.sh and export the variables it \
-                 prints"
-            );
-            eprintln!(
-                "skipped: {var} is not set (run crates/llooma-mcp-client/tests/peers/install.sh)"
-            );
-            None
-        }
-    }
-}
-
-/// A child process killed when dropped.
-pub struct Peer {
-    child: Child,
-    pub port: u16,
-}
-
-impl Peer {
-    pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn wait_for_port(child: &mut Child, port: u16, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("{what} exited early with {status}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("{what} did not listen on port {port} within 30 s");
-}
-
-/// `@modelcontextprotocol/server-everything` in streamableHttp mode, or `None` (skipped).
-pub fn start_everything() -> Option<Peer> {
-    let dir = peer_path("LLOOMA_NPM_PEERS")?;
-    let port = free_port();
-    let script = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(script.exists(), "{} is missing; run install.sh", script.display());
-    let mut child = Command::new("node")
-        .arg(script)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start node");
-    wait_for_port(&mut child, port, "server-everything");
-    Some(Peer { child, port })
-}
-
-/// `tests/peers/gateway_server.py` under the Python `mcp` SDK, or `None` (skipped).
-pub fn start_gateway(token: Option<&str>) -> Option<Peer> {
-    let python = peer_path("LLOOMA_PYTHON")?;
-    let port = free_port();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/gateway_server.py");
-    let mut command = Command::new(python);
-    command.arg(script).arg(port.to_string());
-    if let Some(token) = token {
-        command.arg(token);
-    }
-    let mut child =
-        command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("start python");
-    wait_for_port(&mut child, port, "the Python gateway server");
-    Some(Peer { child, port })
-}
+pub use llooma_test_support::peers::{
+    everything as start_everything, free_port, gateway as start_gateway, peer_path,
+};
 
 // ---- a scriptable hostile server ----
 

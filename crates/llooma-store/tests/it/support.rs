@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use llooma_approval_broker::{Broker, BrokerConfig, Clock, NewCall};
 use llooma_store::{Engine, NewAccount, Store};
-use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 
 pub fn engine() -> Engine {
     match std::env::var("LLOOMA_TEST_DB").as_deref() {
@@ -14,33 +13,18 @@ pub fn engine() -> Engine {
     }
 }
 
+/// A database of its own for one test (see llooma-test-support).
 pub struct TestDb {
-    dir: tempfile::TempDir,
-    postgres: Option<(String, String)>, // (server url, database name)
+    inner: llooma_test_support::TestDatabase,
 }
 
 impl TestDb {
     pub async fn new() -> TestDb {
-        let dir = tempfile::tempdir().unwrap();
-        let postgres = if engine() == Engine::Postgres {
-            let base = std::env::var("LLOOMA_TEST_PG_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
-            let name = format!("llooma_test_{}", uuid::Uuid::new_v4().simple());
-            let admin = admin_connection(&base).await;
-            admin.execute_unprepared(&format!("CREATE DATABASE \"{name}\"")).await.unwrap();
-            admin.close().await.unwrap();
-            Some((base, name))
-        } else {
-            None
-        };
-        TestDb { dir, postgres }
+        TestDb { inner: llooma_test_support::TestDatabase::new() }
     }
 
     pub fn url(&self) -> String {
-        match &self.postgres {
-            Some((base, name)) => format!("{base}/{name}"),
-            None => format!("sqlite://{}?mode=rwc", self.dir.path().join("llooma.db").display()),
-        }
+        self.inner.url()
     }
 
     /// A migrated store. Call twice for two "replicas" with separate pools.
@@ -48,35 +32,6 @@ impl TestDb {
         let store = Store::connect(&self.url()).await.unwrap();
         store.migrate().await.unwrap();
         store
-    }
-}
-
-async fn admin_connection(base: &str) -> DatabaseConnection {
-    Database::connect(format!("{base}/postgres")).await.unwrap_or_else(|e| {
-        panic!("Postgres at {base} is not reachable ({e}); start it or set LLOOMA_TEST_PG_URL")
-    })
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        if let Some((base, name)) = self.postgres.clone() {
-            // Drop runs outside the test's runtime: use a small one of its own.
-            let _ = std::thread::spawn(move || {
-                let runtime =
-                    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                runtime.block_on(async {
-                    if let Ok(admin) = Database::connect(format!("{base}/postgres")).await {
-                        let _ = admin
-                            .execute_unprepared(&format!(
-                                "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-                            ))
-                            .await;
-                        let _ = admin.close().await;
-                    }
-                });
-            })
-            .join();
-        }
     }
 }
 
