@@ -34,7 +34,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         trust_forwarded_for: settings.trust_forwarded_for,
         ..ApiConfig::default()
     };
-    let mcp = llooma_mcp_client::McpClient::new(outbound, llooma_mcp_client::McpConfig::default())
+    let mcp_config = llooma_mcp_client::McpConfig {
+        call_timeout: Duration::from_secs(settings.mcp_call_timeout_secs),
+        ..llooma_mcp_client::McpConfig::default()
+    };
+    let mcp = llooma_mcp_client::McpClient::new(outbound, mcp_config)
         .context("setting up the MCP client")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let replica_id = uuid::Uuid::new_v4().to_string();

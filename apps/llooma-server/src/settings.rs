@@ -49,6 +49,9 @@ pub struct Settings {
     pub fetch_allowed_origins: Option<String>,
     pub bot_allowed_origins: Option<String>,
     pub shutdown_grace_secs: u64,
+    /// How long one MCP tool call may run without news from the server (progress reports extend
+    /// it, up to ten minutes).
+    pub mcp_call_timeout_secs: u64,
     /// How often MCP servers that report tool-list changes are (re)watched; 0 turns watching off.
     pub mcp_watch_secs: u64,
     /// From `LLOOMA_SECRET` only.
@@ -78,6 +81,7 @@ impl Default for Settings {
             bot_allowed_origins: None,
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
+            mcp_call_timeout_secs: 60,
             secret: None,
         }
     }
@@ -146,7 +150,8 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 7] = [
+        let numbers: [(&str, &mut u64); 8] = [
+            ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_MCP_WATCH_SECS", &mut self.mcp_watch_secs),
             ("LLOOMA_SESSION_IDLE_SECS", &mut self.session_idle_secs),
             ("LLOOMA_SESSION_ABSOLUTE_SECS", &mut self.session_absolute_secs),
@@ -191,6 +196,9 @@ impl Settings {
         }
         if self.session_idle_secs == 0 || self.session_absolute_secs == 0 {
             bail!("session lifetimes must be at least one second");
+        }
+        if !(1..=600).contains(&self.mcp_call_timeout_secs) {
+            bail!("mcp_call_timeout_secs must be between 1 and 600");
         }
         if self.login_max_failures_per_account == 0 || self.login_max_failures_per_address == 0 {
             bail!("login failure limits must be at least 1");
