@@ -16,6 +16,7 @@ pub use sea_orm_migration::MigratorTrait;
 mod m0001_foundation;
 mod m0002_approvals;
 mod m0003_mcp_servers;
+mod m0004_conversations;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0001_foundation::Migration),
             Box::new(m0002_approvals::Migration),
             Box::new(m0003_mcp_servers::Migration),
+            Box::new(m0004_conversations::Migration),
         ]
     }
 }

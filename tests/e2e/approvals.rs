@@ -1,10 +1,7 @@
-use std::time::Duration;
-
-use futures::StreamExt;
 use sea_orm::{ConnectionTrait, Statement};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::support::{PASSWORD, Server, Tab, TestDb, engine};
+use crate::support::{Events, PASSWORD, Server, TestDb, engine};
 
 /// The replica ids the database knows, newest first.
 async fn replicas(db: &TestDb) -> Vec<String> {
@@ -50,48 +47,6 @@ fn chrono_ms() -> i64 {
     .unwrap()
 }
 
-/// An open event stream of one tab.
-struct Events {
-    stream: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
-}
-
-impl Events {
-    async fn open(tab: &Tab) -> Events {
-        let response = tab
-            .http
-            .get(format!("{}/api/v1/approvals/events", tab.base))
-            .header("cookie", format!("llooma_session={}", tab.cookie.as_ref().unwrap()))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), 200);
-        assert_eq!(response.headers()["content-type"], "text/event-stream");
-        Events { stream: response.bytes_stream().boxed(), buffer: String::new() }
-    }
-
-    /// The next event's (name, data), waiting at most ten seconds.
-    async fn next(&mut self) -> (String, Value) {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let block: String = self.buffer.drain(..end + 2).collect();
-                let name = block.lines().find_map(|l| l.strip_prefix("event: ")).map(str::to_owned);
-                let data: String = block.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
-                if let Some(name) = name {
-                    return (name, serde_json::from_str(&data).unwrap());
-                }
-                continue; // a keep-alive comment
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(10), self.stream.next())
-                .await
-                .expect("no event within ten seconds")
-                .expect("the stream ended")
-                .unwrap();
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_card_survives_a_reload_is_answered_once_and_disappears_from_every_tab() {
     let db = TestDb::new();
@@ -105,7 +60,7 @@ async fn a_card_survives_a_reload_is_answered_once_and_disappears_from_every_tab
     let id = pending_call(&db, &account_id, &replica).await;
 
     // A tab opening its stream gets the waiting card with the exact arguments.
-    let mut events = Events::open(&first_tab).await;
+    let mut events = Events::open(&first_tab, "/api/v1/approvals/events", None).await;
     let (name, data) = events.next().await;
     assert_eq!(name, "pending");
     let card = &data["cards"][0];
@@ -174,7 +129,7 @@ async fn an_answer_through_one_replica_reaches_the_tabs_of_another() {
     on_b.login("root", PASSWORD).await;
     let id = pending_call(&db, &account_id, &a_replica).await;
 
-    let mut events = Events::open(&on_a).await;
+    let mut events = Events::open(&on_a, "/api/v1/approvals/events", None).await;
     assert_eq!(events.next().await.0, "pending");
     let refused =
         on_b.post(&format!("/api/v1/approvals/{id}/answer"), json!({"choice": "refuse"})).await;
@@ -282,7 +237,7 @@ async fn an_open_event_stream_does_not_hold_up_shutdown() {
     let server = Server::start(&db, &[]);
     let mut tab = server.tab();
     tab.register("root", PASSWORD).await;
-    let mut events = Events::open(&tab).await;
+    let mut events = Events::open(&tab, "/api/v1/approvals/events", None).await;
     assert_eq!(events.next().await.0, "pending");
     let (clean, log) = server.terminate();
     assert!(clean, "{log}");

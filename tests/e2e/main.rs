@@ -7,6 +7,7 @@ mod accounts;
 mod api_errors;
 mod approvals;
 mod cli;
+mod conversations;
 mod mcp_servers;
 mod peers;
 mod secrets;

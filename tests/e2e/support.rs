@@ -242,3 +242,53 @@ impl Server {
         tab
     }
 }
+
+/// An open server-sent event stream of one tab.
+pub struct Events {
+    stream: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+    /// The id of the last event read (what a reconnect sends as `Last-Event-ID`).
+    pub last_id: Option<String>,
+}
+
+impl Events {
+    pub async fn open(tab: &Tab, path: &str, last_event_id: Option<&str>) -> Events {
+        use futures::StreamExt;
+        let mut request = tab
+            .http
+            .get(format!("{}{}", tab.base, path))
+            .header("cookie", format!("llooma_session={}", tab.cookie.as_ref().unwrap()));
+        if let Some(id) = last_event_id {
+            request = request.header("last-event-id", id);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        Events { stream: response.bytes_stream().boxed(), buffer: String::new(), last_id: None }
+    }
+
+    /// The next event's (name, data), waiting at most ten seconds.
+    pub async fn next(&mut self) -> (String, Value) {
+        use futures::StreamExt;
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let name = block.lines().find_map(|l| l.strip_prefix("event: ")).map(str::to_owned);
+                if let Some(id) = block.lines().find_map(|l| l.strip_prefix("id: ")) {
+                    self.last_id = Some(id.to_owned());
+                }
+                let data: String = block.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                if let Some(name) = name {
+                    return (name, serde_json::from_str(&data).unwrap());
+                }
+                continue; // a keep-alive comment
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(10), self.stream.next())
+                .await
+                .expect("no event within ten seconds")
+                .expect("the stream ended")
+                .unwrap();
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+}

@@ -38,7 +38,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         call_timeout: Duration::from_secs(settings.mcp_call_timeout_secs),
         ..llooma_mcp_client::McpConfig::default()
     };
-    let mcp = llooma_mcp_client::McpClient::new(outbound, mcp_config)
+    let mcp = llooma_mcp_client::McpClient::new(outbound.clone(), mcp_config)
         .context("setting up the MCP client")?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let replica_id = uuid::Uuid::new_v4().to_string();
@@ -55,10 +55,21 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     .await
     .context("starting the approval broker")?;
     tracing::info!(%replica_id, "approval broker started");
+    if store.engine() == llooma_store::Engine::Sqlite {
+        // The only process of an SQLite instance: turns it was running died with it.
+        let failed = store
+            .fail_running_turns("the server stopped while this reply was being written")
+            .await?;
+        if failed > 0 {
+            tracing::warn!(failed, "marked turns of the previous run as failed");
+        }
+    }
     let state = AppState {
         store: store.clone(),
         broker: broker.clone(),
         mcp,
+        outbound,
+        turns: llooma_api::Turns::default(),
         vault: Arc::new(vault),
         passwords: Passwords::new(settings.password_hash_concurrency),
         config: Arc::new(config),

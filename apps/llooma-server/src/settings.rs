@@ -48,6 +48,7 @@ pub struct Settings {
     pub mcp_allowed_origins: Option<String>,
     pub fetch_allowed_origins: Option<String>,
     pub bot_allowed_origins: Option<String>,
+    pub provider_allowed_origins: Option<String>,
     pub shutdown_grace_secs: u64,
     /// How long one MCP tool call may run without news from the server (progress reports extend
     /// it, up to ten minutes).
@@ -79,6 +80,7 @@ impl Default for Settings {
             mcp_allowed_origins: None,
             fetch_allowed_origins: None,
             bot_allowed_origins: None,
+            provider_allowed_origins: None,
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
             mcp_call_timeout_secs: 60,
@@ -180,6 +182,9 @@ impl Settings {
         if let Some(v) = get("BOT_ALLOWED_ORIGINS") {
             self.bot_allowed_origins = Some(v);
         }
+        if let Some(v) = get("PROVIDER_ALLOWED_ORIGINS") {
+            self.provider_allowed_origins = Some(v);
+        }
         if let Some(v) = env("LLOOMA_SECRET").filter(|v| !v.is_empty()) {
             self.secret = Some(Secret::new(v));
         }
@@ -212,7 +217,8 @@ impl Settings {
             self.mcp_allowed_origins.as_deref(),
             self.fetch_allowed_origins.as_deref(),
             self.bot_allowed_origins.as_deref(),
-        )?)
+        )?
+        .with_allow_list(llooma_net::Purpose::Provider, self.provider_allowed_origins.as_deref())?)
     }
 
     /// The database address: the configured one, or SQLite in the data directory.

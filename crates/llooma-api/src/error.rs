@@ -66,6 +66,12 @@ impl From<StoreError> for ApiError {
                 message: "That name is already used; choose another.".into(),
             },
             StoreError::NotFound => ApiError::NotFound,
+            StoreError::TurnRunning => ApiError::Conflict {
+                code: "turn_running",
+                message:
+                    "A reply is still being written in this conversation; wait for it or stop it."
+                        .into(),
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -9,6 +9,7 @@
 mod admin;
 mod approvals;
 mod auth;
+mod conversations;
 mod csrf;
 pub mod error;
 mod extract;
@@ -29,6 +30,7 @@ use llooma_store::Store;
 use llooma_vault::Vault;
 
 pub use auth::{normalize_username, validate_password, validate_username};
+pub use conversations::Turns;
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
 
@@ -88,6 +90,10 @@ pub struct AppState {
     pub store: Store,
     /// Every external call is put to the person through it.
     pub broker: llooma_approval_broker::Broker<Store>,
+    /// The outbound policy, for the clients built per use (model providers).
+    pub outbound: Arc<llooma_net::OutboundPolicy>,
+    /// Turns running in this process and news of conversations' event logs.
+    pub turns: Turns,
     /// Talks to MCP servers under the outbound policy.
     pub mcp: llooma_mcp_client::McpClient,
     pub vault: Arc<Vault>,
@@ -122,6 +128,14 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/groups", put(mcp::set_group))
         .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))
+        .route("/conversations", get(conversations::list).post(conversations::create))
+        .route(
+            "/conversations/{id}",
+            get(conversations::get).patch(conversations::patch).delete(conversations::delete),
+        )
+        .route("/conversations/{id}/messages", post(conversations::send))
+        .route("/conversations/{id}/stop", post(conversations::stop))
+        .route("/conversations/{id}/events", get(conversations::events))
         .route("/approvals", get(approvals::list))
         .route("/approvals/events", get(approvals::events))
         .route("/approvals/{id}/answer", post(approvals::answer))

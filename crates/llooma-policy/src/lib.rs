@@ -41,11 +41,14 @@ pub enum Purpose {
     Fetch,
     /// Chat servers that bots talk to (`BOT_ALLOWED_ORIGINS`).
     Bot,
+    /// Model providers administrators configure (`PROVIDER_ALLOWED_ORIGINS`): a model served on
+    /// the same machine or LAN (Ollama, vLLM, llama.cpp) is reached only once its origin is listed.
+    Provider,
 }
 
 impl Purpose {
     /// Every purpose, in the order the documentation lists them.
-    pub const ALL: [Purpose; 3] = [Purpose::Mcp, Purpose::Fetch, Purpose::Bot];
+    pub const ALL: [Purpose; 4] = [Purpose::Mcp, Purpose::Fetch, Purpose::Bot, Purpose::Provider];
 
     /// The environment variable that holds this purpose's allow-list.
     pub fn env_var(self) -> &'static str {
@@ -53,6 +56,7 @@ impl Purpose {
             Purpose::Mcp => "MCP_ALLOWED_ORIGINS",
             Purpose::Fetch => "FETCH_ALLOWED_ORIGINS",
             Purpose::Bot => "BOT_ALLOWED_ORIGINS",
+            Purpose::Provider => "PROVIDER_ALLOWED_ORIGINS",
         }
     }
 
@@ -62,6 +66,7 @@ impl Purpose {
             Purpose::Mcp => "mcp",
             Purpose::Fetch => "fetch",
             Purpose::Bot => "bot",
+            Purpose::Provider => "provider",
         }
     }
 
@@ -71,6 +76,7 @@ impl Purpose {
             Purpose::Mcp => "MCP servers",
             Purpose::Fetch => "page reading",
             Purpose::Bot => "chat servers",
+            Purpose::Provider => "model providers",
         }
     }
 }
@@ -89,6 +95,7 @@ impl FromStr for Purpose {
             "mcp" => Ok(Purpose::Mcp),
             "fetch" => Ok(Purpose::Fetch),
             "bot" => Ok(Purpose::Bot),
+            "provider" => Ok(Purpose::Provider),
             _ => Err(PolicyError::UnknownPurpose { given: s.to_owned() }),
         }
     }
@@ -246,6 +253,7 @@ pub struct OutboundPolicy {
     mcp: Option<AllowList>,
     fetch: Option<AllowList>,
     bot: Option<AllowList>,
+    provider: Option<AllowList>,
 }
 
 impl OutboundPolicy {
@@ -266,7 +274,24 @@ impl OutboundPolicy {
             mcp: AllowList::parse_optional(Purpose::Mcp, mcp)?,
             fetch: AllowList::parse_optional(Purpose::Fetch, fetch)?,
             bot: AllowList::parse_optional(Purpose::Bot, bot)?,
+            provider: None,
         })
+    }
+
+    /// Sets (or with `None`, clears) one purpose's allow-list from its variable's raw value.
+    pub fn with_allow_list(
+        mut self,
+        purpose: Purpose,
+        value: Option<&str>,
+    ) -> Result<Self, PolicyError> {
+        let list = AllowList::parse_optional(purpose, value)?;
+        match purpose {
+            Purpose::Mcp => self.mcp = list,
+            Purpose::Fetch => self.fetch = list,
+            Purpose::Bot => self.bot = list,
+            Purpose::Provider => self.provider = list,
+        }
+        Ok(self)
     }
 
     /// The allow-list of a purpose, if one is set.
@@ -275,6 +300,7 @@ impl OutboundPolicy {
             Purpose::Mcp => self.mcp.as_ref(),
             Purpose::Fetch => self.fetch.as_ref(),
             Purpose::Bot => self.bot.as_ref(),
+            Purpose::Provider => self.provider.as_ref(),
         }
     }
 

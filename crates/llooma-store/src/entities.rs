@@ -193,3 +193,90 @@ pub mod account_tool_settings {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+pub mod conversations {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "conversations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub account_id: String,
+        pub title: String,
+        pub provider_id: Option<String>,
+        pub model: Option<String>,
+        pub mcp_enabled: bool,
+        pub created_at_ms: i64,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod messages {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "messages")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub conversation_id: String,
+        pub role: String,
+        pub content: String,
+        pub turn_id: Option<String>,
+        pub created_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod turns {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "turns")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub conversation_id: String,
+        pub state: String,
+        pub started_at_ms: i64,
+        pub ended_at_ms: Option<i64>,
+        pub error: Option<String>,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod turn_events {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "turn_events")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub conversation_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub seq: i64,
+        pub turn_id: String,
+        pub kind: String,
+        pub data_json: String,
+        pub at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

@@ -10,6 +10,7 @@
 mod accounts;
 mod approvals;
 mod consent;
+mod conversations;
 mod entities;
 mod instance;
 mod login_failures;
@@ -27,6 +28,7 @@ use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbB
 pub use accounts::{Account, NewAccount, RegisterOutcome};
 pub use approvals::APPROVAL_CHANNEL;
 pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
+pub use conversations::{Conversation, ConversationPatch, Message, TurnEvent};
 pub use instance::{InstanceSettings, InstanceState};
 pub use login_failures::FailureScope;
 pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};
@@ -47,6 +49,8 @@ pub enum StoreError {
     NameTaken,
     #[error("not found")]
     NotFound,
+    #[error("a turn is already running in this conversation; wait for it or stop it")]
+    TurnRunning,
     #[error("stored data is inconsistent: {0}")]
     Corrupt(String),
     #[error("database error: {0}")]

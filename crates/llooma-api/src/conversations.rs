@@ -1,0 +1,417 @@
+//! Conversations and their turns, for the signed-in account.
+//!
+//! Sending a message starts a turn that runs in the server, not in the tab: it keeps going
+//! through a reload, and every tab watching the conversation streams the same event log from
+//! `GET /api/v1/conversations/{id}/events` (server-sent events whose ids are the log's numbers,
+//! so a reconnect with `Last-Event-ID` replays what it missed and continues live). The log is in
+//! the database, so a tab connected to another replica sees it too (within a second).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use llooma_core::{SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, run_turn};
+use llooma_net::{NetClient, Purpose};
+use llooma_providers::{ProviderClient, ProviderConfig};
+use llooma_store::{Conversation, ConversationPatch, Store};
+use llooma_vault::SecretContext;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::{broadcast, watch};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::ApiJson;
+use crate::session::SignedIn;
+
+/// How often a watching tab looks at the log even without news from this process (news from
+/// another replica arrives this way).
+const RECHECK: Duration = Duration::from_secs(1);
+const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+
+/// The turns running in this process and the news that a conversation's log grew.
+#[derive(Clone, Debug)]
+pub struct Turns {
+    running: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
+    news: broadcast::Sender<String>,
+}
+
+impl Default for Turns {
+    fn default() -> Self {
+        Turns { running: Arc::default(), news: broadcast::channel(1024).0 }
+    }
+}
+
+impl Turns {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+        self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationView {
+    id: String,
+    title: String,
+    provider_id: Option<String>,
+    model: Option<String>,
+    mcp_enabled: bool,
+    created_at: String,
+    updated_at: String,
+}
+
+fn view(c: &Conversation) -> ConversationView {
+    ConversationView {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        provider_id: c.provider_id.clone(),
+        model: c.model.clone(),
+        mcp_enabled: c.mcp_enabled,
+        created_at: llooma_store::ms_to_rfc3339(c.created_at_ms),
+        updated_at: llooma_store::ms_to_rfc3339(c.updated_at_ms),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageView {
+    id: String,
+    role: String,
+    content: String,
+    created_at: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationDetail {
+    conversation: ConversationView,
+    messages: Vec<MessageView>,
+    /// The turn running now, if any (its events are on the stream).
+    running_turn: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewConversation {
+    title: Option<String>,
+    provider_id: Option<String>,
+    model: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchConversation {
+    title: Option<String>,
+    provider_id: Option<String>,
+    model: Option<String>,
+    mcp_enabled: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewMessage {
+    content: String,
+}
+
+fn clean_title(title: Option<&str>) -> Result<String, ApiError> {
+    let title = title.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("New conversation");
+    if title.chars().count() > 200 {
+        return Err(ApiError::bad_request("invalid_title", "A title has at most 200 characters."));
+    }
+    Ok(title.to_owned())
+}
+
+async fn check_provider(state: &AppState, provider_id: Option<&str>) -> Result<(), ApiError> {
+    if let Some(id) = provider_id
+        && state.store.provider(id).await?.is_none()
+    {
+        return Err(ApiError::bad_request("unknown_provider", "There is no such model provider."));
+    }
+    Ok(())
+}
+
+async fn owned(state: &AppState, signed_in: &SignedIn, id: &str) -> Result<Conversation, ApiError> {
+    state.store.conversation(&signed_in.account.id, id).await?.ok_or(ApiError::NotFound)
+}
+
+/// `POST /api/v1/conversations`.
+pub async fn create(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    ApiJson(body): ApiJson<NewConversation>,
+) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
+    let title = clean_title(body.title.as_deref())?;
+    check_provider(&state, body.provider_id.as_deref()).await?;
+    let conversation = state
+        .store
+        .create_conversation(&signed_in.account.id, &title, body.provider_id, body.model)
+        .await?;
+    Ok((StatusCode::CREATED, Json(view(&conversation))))
+}
+
+/// `GET /api/v1/conversations`.
+pub async fn list(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<Json<Vec<ConversationView>>, ApiError> {
+    Ok(Json(
+        state.store.list_conversations(&signed_in.account.id).await?.iter().map(view).collect(),
+    ))
+}
+
+/// `GET /api/v1/conversations/{id}`: the conversation with its messages.
+pub async fn get(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Json<ConversationDetail>, ApiError> {
+    let conversation = owned(&state, &signed_in, &id).await?;
+    let messages = state
+        .store
+        .messages(&id)
+        .await?
+        .into_iter()
+        .map(|m| MessageView {
+            id: m.id,
+            role: m.role,
+            content: m.content,
+            created_at: llooma_store::ms_to_rfc3339(m.created_at_ms),
+        })
+        .collect();
+    let running_turn = state.store.running_turn(&id).await?;
+    Ok(Json(ConversationDetail { conversation: view(&conversation), messages, running_turn }))
+}
+
+/// `PATCH /api/v1/conversations/{id}`: title, model, and the MCP tools switch.
+pub async fn patch(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<PatchConversation>,
+) -> Result<Json<ConversationView>, ApiError> {
+    owned(&state, &signed_in, &id).await?;
+    check_provider(&state, body.provider_id.as_deref()).await?;
+    let title = match body.title.as_deref() {
+        Some(t) => Some(clean_title(Some(t))?),
+        None => None,
+    };
+    let patch = ConversationPatch {
+        title,
+        provider_id: body.provider_id.map(Some),
+        model: body.model.map(Some),
+        mcp_enabled: body.mcp_enabled,
+    };
+    state.store.update_conversation(&signed_in.account.id, &id, patch).await?;
+    Ok(Json(view(&owned(&state, &signed_in, &id).await?)))
+}
+
+/// `DELETE /api/v1/conversations/{id}`.
+pub async fn delete(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    if let Some(stop) = state.turns.running().get(&id) {
+        let _ = stop.send(true);
+    }
+    state.store.delete_conversation(&signed_in.account.id, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStarted {
+    turn_id: String,
+}
+
+/// Records a turn's events in the conversation's log and tells this process's watchers.
+struct LogSink {
+    store: Store,
+    news: broadcast::Sender<String>,
+    conversation_id: String,
+    turn_id: String,
+}
+
+impl TurnSink for LogSink {
+    async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
+        self.store
+            .append_event(&self.conversation_id, &self.turn_id, kind, &data.to_string())
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        let _ = self.news.send(self.conversation_id.clone());
+        Ok(())
+    }
+}
+
+async fn provider_client(state: &AppState, provider_id: &str) -> Result<ProviderClient, String> {
+    let provider =
+        state.store.provider(provider_id).await.map_err(|e| e.to_string())?.ok_or_else(|| {
+            "the conversation's model provider was removed; choose another model".to_owned()
+        })?;
+    let mut config = ProviderConfig::new(provider.base_url.clone());
+    if let Some(stored) = provider.api_key_ciphertext.as_deref() {
+        let key = state
+            .vault
+            .decrypt(SecretContext::new("providers", "api_key_ciphertext", &provider.id), stored)
+            .map_err(|e| format!("the provider's key cannot be read: {e}"))?;
+        config = config.with_api_key(key);
+    }
+    let net = config
+        .configure_net_client(NetClient::builder(state.outbound.clone(), Purpose::Provider))
+        .build()
+        .map_err(|e| e.to_string())?;
+    ProviderClient::new(net, config).map_err(|e| e.to_string())
+}
+
+/// `POST /api/v1/conversations/{id}/messages`: stores the message and starts a turn; the reply
+/// arrives on the event stream.
+pub async fn send(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<NewMessage>,
+) -> Result<(StatusCode, Json<TurnStarted>), ApiError> {
+    let conversation = owned(&state, &signed_in, &id).await?;
+    let content = body.content.trim();
+    if content.is_empty() || content.len() > MAX_MESSAGE_BYTES {
+        return Err(ApiError::bad_request(
+            "invalid_message",
+            format!("A message has 1 to {MAX_MESSAGE_BYTES} bytes."),
+        ));
+    }
+    let (Some(provider_id), Some(model)) =
+        (conversation.provider_id.clone(), conversation.model.clone())
+    else {
+        return Err(ApiError::bad_request(
+            "no_model",
+            "Choose a model for this conversation first (an administrator adds model providers).",
+        ));
+    };
+    let turn_id = state.store.start_turn(&id).await?;
+    state.store.add_message(&id, "user", content, Some(&turn_id)).await?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    state.turns.running().insert(id.clone(), stop_tx);
+    let sink = LogSink {
+        store: state.store.clone(),
+        news: state.turns.news.clone(),
+        conversation_id: id.clone(),
+        turn_id: turn_id.clone(),
+    };
+    let history = state
+        .store
+        .messages(&id)
+        .await?
+        .into_iter()
+        .map(|m| (if m.role == "assistant" { Speaker::Model } else { Speaker::Person }, m.content))
+        .collect();
+    let request = TurnRequest { model, system_prompt: None, history };
+    let task_state = state.clone();
+    let task_turn = turn_id.clone();
+    tokio::spawn(async move {
+        let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
+        let end = match provider_client(&task_state, &provider_id).await {
+            Ok(provider) => run_turn(&provider, &request, &sink, stop_rx).await,
+            Err(error) => TurnEnd::Failed { text: String::new(), error },
+        };
+        let (text, state_word, error) = match &end {
+            TurnEnd::Done { text } => (text, "done", None),
+            TurnEnd::Stopped { text } => (text, "stopped", None),
+            TurnEnd::Failed { text, error } => (text, "failed", Some(error.clone())),
+        };
+        if !text.is_empty() {
+            let _ = task_state
+                .store
+                .add_message(&sink.conversation_id, "assistant", text, Some(&task_turn))
+                .await;
+        }
+        if let Some(error) = &error {
+            tracing::warn!(turn = %task_turn, %error, "turn failed");
+            let _ = sink.event("error", serde_json::json!({ "message": error })).await;
+        }
+        let _ = sink.event("end", serde_json::json!({ "state": state_word })).await;
+        let _ = task_state.store.finish_turn(&task_turn, state_word, error.as_deref()).await;
+        task_state.turns.running().remove(&sink.conversation_id);
+    });
+    Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn_id })))
+}
+
+/// `POST /api/v1/conversations/{id}/stop`: stops the running turn.
+pub async fn stop(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    owned(&state, &signed_in, &id).await?;
+    match state.turns.running().get(&id) {
+        Some(stop) => {
+            let _ = stop.send(true);
+            Ok(StatusCode::ACCEPTED)
+        }
+        None => Err(ApiError::Conflict {
+            code: "no_running_turn",
+            message: "No turn is running in this conversation on this server.".into(),
+        }),
+    }
+}
+
+fn last_event_id(headers: &HeaderMap) -> i64 {
+    headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// `GET /api/v1/conversations/{id}/events`: the log after `Last-Event-ID`, then live.
+pub async fn events(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    owned(&state, &signed_in, &id).await?;
+    let after = last_event_id(&headers);
+    let news = state.turns.news.subscribe();
+    let stopping = state.stopping.clone();
+    let stream = futures::stream::unfold(
+        (after, Vec::<Event>::new(), news, stopping, state, id),
+        |(mut after, mut queue, mut news, mut stopping, state, id)| async move {
+            loop {
+                if !queue.is_empty() {
+                    let event = queue.remove(0);
+                    return Some((Ok(event), (after, queue, news, stopping, state, id)));
+                }
+                match state.store.events_after(&id, after, 200).await {
+                    Ok(events) if !events.is_empty() => {
+                        for e in events {
+                            after = e.seq;
+                            queue.push(
+                                Event::default()
+                                    .id(e.seq.to_string())
+                                    .event(e.kind)
+                                    .data(e.data_json),
+                            );
+                        }
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(err) => {
+                        tracing::warn!(error = %err, "reading a conversation's events failed")
+                    }
+                }
+                tokio::select! {
+                    _ = async { while news.recv().await.is_ok_and(|c| c != id) {} } => {}
+                    () = tokio::time::sleep(RECHECK) => {}
+                    _ = stopping.wait_for(|s| *s) => return None,
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}

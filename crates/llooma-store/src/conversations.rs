@@ -1,0 +1,324 @@
+//! Conversations, messages, turns and the per-conversation event log.
+//!
+//! Every read and write names the owning account or goes through a conversation the caller
+//! already loaded for that account. One turn runs per conversation at a time (a partial unique
+//! index decides when two tabs send at once). Events are numbered per conversation; the number is
+//! the SSE event id a reloaded page resumes from.
+
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    TransactionTrait,
+};
+
+use crate::entities::{conversations, messages, turn_events, turns};
+use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
+
+/// A conversation as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conversation {
+    pub id: String,
+    pub account_id: String,
+    pub title: String,
+    pub provider_id: Option<String>,
+    pub model: Option<String>,
+    pub mcp_enabled: bool,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// One message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub id: String,
+    pub role: String,
+    pub content: String,
+    pub turn_id: Option<String>,
+    pub created_at_ms: i64,
+}
+
+/// One entry of a conversation's event log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnEvent {
+    pub seq: i64,
+    pub turn_id: String,
+    pub kind: String,
+    pub data_json: String,
+    pub at_ms: i64,
+}
+
+/// A change to a conversation; absent fields stay.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConversationPatch {
+    pub title: Option<String>,
+    pub provider_id: Option<Option<String>>,
+    pub model: Option<Option<String>>,
+    pub mcp_enabled: Option<bool>,
+}
+
+fn conversation(m: conversations::Model) -> Conversation {
+    Conversation {
+        id: m.id,
+        account_id: m.account_id,
+        title: m.title,
+        provider_id: m.provider_id,
+        model: m.model,
+        mcp_enabled: m.mcp_enabled,
+        created_at_ms: m.created_at_ms,
+        updated_at_ms: m.updated_at_ms,
+    }
+}
+
+const APPEND_ATTEMPTS: usize = 5;
+
+impl Store {
+    pub async fn create_conversation(
+        &self,
+        account_id: &str,
+        title: &str,
+        provider_id: Option<String>,
+        model: Option<String>,
+    ) -> StoreResult<Conversation> {
+        let now = now_ms();
+        let model = conversations::ActiveModel {
+            id: Set(uuid::Uuid::new_v4().to_string()),
+            account_id: Set(account_id.to_owned()),
+            title: Set(title.to_owned()),
+            provider_id: Set(provider_id),
+            model: Set(model),
+            mcp_enabled: Set(false),
+            created_at_ms: Set(now),
+            updated_at_ms: Set(now),
+        };
+        Ok(conversation(model.insert(&self.db).await?))
+    }
+
+    /// The account's conversations, most recently active first.
+    pub async fn list_conversations(&self, account_id: &str) -> StoreResult<Vec<Conversation>> {
+        Ok(conversations::Entity::find()
+            .filter(conversations::Column::AccountId.eq(account_id))
+            .order_by_desc(conversations::Column::UpdatedAtMs)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(conversation)
+            .collect())
+    }
+
+    /// One of the account's conversations; another account's id is simply not found.
+    pub async fn conversation(
+        &self,
+        account_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<Conversation>> {
+        Ok(conversations::Entity::find_by_id(id.to_owned())
+            .filter(conversations::Column::AccountId.eq(account_id))
+            .one(&self.db)
+            .await?
+            .map(conversation))
+    }
+
+    pub async fn update_conversation(
+        &self,
+        account_id: &str,
+        id: &str,
+        patch: ConversationPatch,
+    ) -> StoreResult<()> {
+        let mut update = conversations::Entity::update_many()
+            .col_expr(conversations::Column::UpdatedAtMs, Expr::value(now_ms()))
+            .filter(conversations::Column::Id.eq(id))
+            .filter(conversations::Column::AccountId.eq(account_id));
+        if let Some(title) = patch.title {
+            update = update.col_expr(conversations::Column::Title, Expr::value(title));
+        }
+        if let Some(provider) = patch.provider_id {
+            update = update.col_expr(conversations::Column::ProviderId, Expr::value(provider));
+        }
+        if let Some(model) = patch.model {
+            update = update.col_expr(conversations::Column::Model, Expr::value(model));
+        }
+        if let Some(on) = patch.mcp_enabled {
+            update = update.col_expr(conversations::Column::McpEnabled, Expr::value(on));
+        }
+        let result = update.exec(&self.db).await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    pub async fn delete_conversation(&self, account_id: &str, id: &str) -> StoreResult<()> {
+        let result = conversations::Entity::delete_many()
+            .filter(conversations::Column::Id.eq(id))
+            .filter(conversations::Column::AccountId.eq(account_id))
+            .exec(&self.db)
+            .await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    /// A conversation's messages, oldest first.
+    pub async fn messages(&self, conversation_id: &str) -> StoreResult<Vec<Message>> {
+        Ok(messages::Entity::find()
+            .filter(messages::Column::ConversationId.eq(conversation_id))
+            .order_by_asc(messages::Column::CreatedAtMs)
+            .order_by_asc(messages::Column::Id)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|m| Message {
+                id: m.id,
+                role: m.role,
+                content: m.content,
+                turn_id: m.turn_id,
+                created_at_ms: m.created_at_ms,
+            })
+            .collect())
+    }
+
+    pub async fn add_message(
+        &self,
+        conversation_id: &str,
+        role: &str,
+        content: &str,
+        turn_id: Option<&str>,
+    ) -> StoreResult<()> {
+        let now = now_ms();
+        messages::ActiveModel {
+            id: Set(format!("{now:015}-{}", uuid::Uuid::new_v4().simple())),
+            conversation_id: Set(conversation_id.to_owned()),
+            role: Set(role.to_owned()),
+            content: Set(content.to_owned()),
+            turn_id: Set(turn_id.map(str::to_owned)),
+            created_at_ms: Set(now),
+        }
+        .insert(&self.db)
+        .await?;
+        conversations::Entity::update_many()
+            .col_expr(conversations::Column::UpdatedAtMs, Expr::value(now))
+            .filter(conversations::Column::Id.eq(conversation_id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Starts a turn, unless one is already running in the conversation.
+    pub async fn start_turn(&self, conversation_id: &str) -> StoreResult<String> {
+        let id = uuid::Uuid::new_v4().to_string();
+        let model = turns::ActiveModel {
+            id: Set(id.clone()),
+            conversation_id: Set(conversation_id.to_owned()),
+            state: Set("running".into()),
+            started_at_ms: Set(now_ms()),
+            ended_at_ms: Set(None),
+            error: Set(None),
+        };
+        match model.insert(&self.db).await {
+            Ok(_) => Ok(id),
+            Err(err) if is_unique_violation(&err) => Err(StoreError::TurnRunning),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    /// Ends a running turn (`done`, `failed` or `stopped`).
+    pub async fn finish_turn(
+        &self,
+        turn_id: &str,
+        state: &str,
+        error: Option<&str>,
+    ) -> StoreResult<()> {
+        turns::Entity::update_many()
+            .col_expr(turns::Column::State, Expr::value(state))
+            .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
+            .col_expr(turns::Column::Error, Expr::value(error.map(str::to_owned)))
+            .filter(turns::Column::Id.eq(turn_id))
+            .filter(turns::Column::State.eq("running"))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// The running turn of a conversation, if any.
+    pub async fn running_turn(&self, conversation_id: &str) -> StoreResult<Option<String>> {
+        Ok(turns::Entity::find()
+            .filter(turns::Column::ConversationId.eq(conversation_id))
+            .filter(turns::Column::State.eq("running"))
+            .one(&self.db)
+            .await?
+            .map(|t| t.id))
+    }
+
+    /// Marks every running turn failed (start-up of the only process: nobody runs them anymore).
+    pub async fn fail_running_turns(&self, reason: &str) -> StoreResult<u64> {
+        let result = turns::Entity::update_many()
+            .col_expr(turns::Column::State, Expr::value("failed"))
+            .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
+            .col_expr(turns::Column::Error, Expr::value(reason))
+            .filter(turns::Column::State.eq("running"))
+            .exec(&self.db)
+            .await?;
+        Ok(result.rows_affected)
+    }
+
+    /// Appends an event to the conversation's log and returns its number.
+    pub async fn append_event(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+        kind: &str,
+        data_json: &str,
+    ) -> StoreResult<i64> {
+        for _ in 0..APPEND_ATTEMPTS {
+            let txn = self.db.begin().await?;
+            let last: Option<i64> = turn_events::Entity::find()
+                .select_only()
+                .column_as(turn_events::Column::Seq.max(), "max")
+                .filter(turn_events::Column::ConversationId.eq(conversation_id))
+                .into_tuple::<Option<i64>>()
+                .one(&txn)
+                .await?
+                .flatten();
+            let seq = last.unwrap_or(0) + 1;
+            let model = turn_events::ActiveModel {
+                conversation_id: Set(conversation_id.to_owned()),
+                seq: Set(seq),
+                turn_id: Set(turn_id.to_owned()),
+                kind: Set(kind.to_owned()),
+                data_json: Set(data_json.to_owned()),
+                at_ms: Set(now_ms()),
+            };
+            match model.insert(&txn).await {
+                Ok(_) => {
+                    txn.commit().await?;
+                    return Ok(seq);
+                }
+                Err(err) if is_unique_violation(&err) => {
+                    txn.rollback().await?;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Err(StoreError::Database("could not number an event; try again".into()))
+    }
+
+    /// Events after `after_seq`, oldest first, at most `limit`.
+    pub async fn events_after(
+        &self,
+        conversation_id: &str,
+        after_seq: i64,
+        limit: u64,
+    ) -> StoreResult<Vec<TurnEvent>> {
+        Ok(turn_events::Entity::find()
+            .filter(turn_events::Column::ConversationId.eq(conversation_id))
+            .filter(turn_events::Column::Seq.gt(after_seq))
+            .order_by_asc(turn_events::Column::Seq)
+            .limit(limit)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|m| TurnEvent {
+                seq: m.seq,
+                turn_id: m.turn_id,
+                kind: m.kind,
+                data_json: m.data_json,
+                at_ms: m.at_ms,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,199 @@
+use llooma_fake_model::{FakeModel, Reply};
+use serde_json::{Value, json};
+
+use crate::support::{Events, PASSWORD, Server, Tab, TestDb};
+
+/// An administrator with the fake model as provider, and a conversation using it.
+async fn setup(server: &Server, model: &FakeModel) -> (Tab, String) {
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    let provider = tab
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "fake", "baseUrl": model.base_url(), "apiKey": "sk-fake-provider-key"}),
+        )
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let conversation = tab
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "Test", "providerId": provider_id, "model": "fake-model"}),
+        )
+        .await;
+    assert_eq!(conversation.status, 201, "{conversation:?}");
+    (tab, conversation.json["id"].as_str().unwrap().to_owned())
+}
+
+/// Reads events until `end`, returning the text and the events' names.
+async fn until_end(events: &mut Events) -> (String, Vec<String>, Value) {
+    let mut text = String::new();
+    let mut names = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        names.push(name.clone());
+        match name.as_str() {
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "end" => return (text, names, data),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_reply_streams_to_the_tab_and_is_kept_in_the_conversation() {
+    let model = FakeModel::start([Reply::text("Hello from the model.").chunks(4)]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    let sent = tab
+        .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi there"}))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let (text, names, end) = until_end(&mut events).await;
+    assert_eq!(text, "Hello from the model.");
+    assert_eq!(names.first().map(String::as_str), Some("start"));
+    assert_eq!(end["state"], "done");
+
+    // The model was asked with the key and the person's words.
+    let request = &model.requests()[0];
+    assert_eq!(request.authorization.as_deref(), Some("Bearer sk-fake-provider-key"));
+    assert!(request.raw_body.contains("hi there"), "{}", request.raw_body);
+
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
+    let messages: Vec<(String, String)> = detail.json["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            ("user".into(), "hi there".into()),
+            ("assistant".into(), "Hello from the model.".into())
+        ]
+    );
+    assert_eq!(detail.json["runningTurn"], Value::Null);
+}
+
+#[tokio::test]
+async fn a_reload_mid_turn_replays_what_it_missed_and_continues() {
+    let long = "one two three four five six seven eight nine ten eleven twelve";
+    let model = FakeModel::start([Reply::text(long).chunks(12).chunk_delay_ms(150)]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let path = format!("/api/v1/conversations/{id}/events");
+
+    let mut first = Events::open(&tab, &path, None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "count"})).await;
+    let mut before = String::new();
+    while before.len() < 10 {
+        let (name, data) = first.next().await;
+        if name == "text" {
+            before.push_str(data["delta"].as_str().unwrap());
+        }
+    }
+    let resume_from = first.last_id.clone().unwrap();
+    drop(first); // the tab reloads
+
+    let mut again = Events::open(&tab, &path, Some(&resume_from)).await;
+    let (after, _, end) = until_end(&mut again).await;
+    assert_eq!(format!("{before}{after}"), long, "nothing lost, nothing twice");
+    assert_eq!(end["state"], "done");
+    // A tab opened from scratch replays the whole turn.
+    let mut fresh = Events::open(&tab, &path, None).await;
+    assert_eq!(until_end(&mut fresh).await.0, long);
+}
+
+#[tokio::test]
+async fn provider_failures_end_the_turn_with_a_clear_error() {
+    let model =
+        FakeModel::start([Reply::http_error(401, "{\"error\": \"bad key sk-fake-provider-key\"}")])
+            .await
+            .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi"})).await;
+    let mut error = None;
+    loop {
+        let (name, data) = events.next().await;
+        if name == "error" {
+            error = Some(data["message"].as_str().unwrap().to_owned());
+        }
+        if name == "end" {
+            assert_eq!(data["state"], "failed");
+            break;
+        }
+    }
+    let error = error.expect("an error event");
+    assert!(error.contains("key"), "{error}");
+    assert!(!error.contains("sk-fake-provider-key"), "the key leaked: {error}");
+    assert!(!server.log_text().contains("sk-fake-provider-key"));
+}
+
+#[tokio::test]
+async fn conversations_are_private_and_one_turn_runs_at_a_time() {
+    let model =
+        FakeModel::start([Reply::text("slow answer").chunks(5).chunk_delay_ms(300)]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+
+    let no_model = tab.post("/api/v1/conversations", json!({})).await;
+    let bare = no_model.json["id"].as_str().unwrap().to_owned();
+    let refused =
+        tab.post(&format!("/api/v1/conversations/{bare}/messages"), json!({"content": "hi"})).await;
+    assert_eq!(refused.json["error"], "no_model", "{refused:?}");
+
+    assert_eq!(
+        tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "a"}))
+            .await
+            .status,
+        202
+    );
+    let second =
+        tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "b"})).await;
+    assert_eq!(second.status, 409, "{second:?}");
+    assert_eq!(second.json["error"], "turn_running");
+    assert_eq!(tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await.status, 202);
+
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("other", PASSWORD).await;
+    assert_eq!(other.get("/api/v1/conversations").await.json, json!([]));
+    assert_eq!(other.get(&format!("/api/v1/conversations/{id}")).await.status, 404);
+    assert_eq!(
+        other
+            .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "x"}))
+            .await
+            .status,
+        404
+    );
+    let stream = other
+        .http
+        .get(format!("{}/api/v1/conversations/{id}/events", other.base))
+        .header("cookie", format!("llooma_session={}", other.cookie.as_ref().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 404);
+    assert_eq!(
+        other.send("DELETE", &format!("/api/v1/conversations/{id}"), None).await.status,
+        404
+    );
+
+    // The MCP tools switch is per conversation and off by default.
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
+    assert_eq!(detail.json["conversation"]["mcpEnabled"], false);
+    let on = tab
+        .send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    assert_eq!(on.json["mcpEnabled"], true);
+}
