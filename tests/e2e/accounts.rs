@@ -146,3 +146,50 @@ async fn logins_are_throttled_per_client_address() {
     assert_eq!(reply.status, 429, "{reply:?}");
     assert!(reply.json["message"].as_str().unwrap().contains("Too many failed sign-in attempts"));
 }
+
+#[tokio::test]
+async fn a_burst_of_parallel_guesses_is_held_to_the_limit() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("LLOOMA_LOGIN_MAX_FAILURES_PER_ACCOUNT", "5")]);
+    server.tab().register("mallory", PASSWORD).await;
+    let base = server.base.clone();
+    let guesses = (0..20).map(|i| {
+        let base = base.clone();
+        tokio::spawn(async move {
+            crate::support::Tab::new(&base)
+                .login("mallory", &format!("guess number {i}"))
+                .await
+                .status
+        })
+    });
+    let statuses: Vec<u16> =
+        futures::future::join_all(guesses).await.into_iter().map(Result::unwrap).collect();
+    let checked = statuses.iter().filter(|s| **s == 401).count();
+    // However the requests interleave, no more than the limit are ever checked.
+    assert!(checked <= 5, "{checked} guesses were checked: {statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 20 - checked);
+}
+
+#[tokio::test]
+async fn behind_a_proxy_only_the_address_the_proxy_saw_counts() {
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("LLOOMA_TRUST_FORWARDED_FOR", "true"), ("LLOOMA_LOGIN_MAX_FAILURES_PER_ADDRESS", "4")],
+    );
+    server.tab().register("trent", PASSWORD).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        // The client writes a different address each time; the proxy appends the real one.
+        let response = http
+            .post(format!("{}/api/v1/auth/login", server.base))
+            .header("x-forwarded-for", format!("203.0.113.{i}, 198.51.100.7"))
+            .json(&serde_json::json!({"username": format!("someone{i}"), "password": "wrong password!"}))
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    assert_eq!(statuses, vec![401, 401, 401, 401, 429, 429]);
+}

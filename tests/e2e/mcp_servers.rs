@@ -247,6 +247,10 @@ async fn an_administrator_suspends_a_server_and_its_owner_sees_why() {
     let all = root.get("/api/v1/admin/mcp/servers").await;
     assert_eq!(all.json[0]["ownerUsername"], "owner", "{all:?}");
     assert!(!all.text.contains("owner-secret-token"));
+    assert!(
+        !all.text.contains("owner-query-key"),
+        "administrators do not see a key in the address: {all:?}"
+    );
 
     let suspended = root
         .post(
@@ -353,4 +357,32 @@ async fn a_server_announcing_new_tools_marks_its_card_until_update_tools() {
             "{refresh:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn rotating_the_instance_secret_keeps_mcp_tokens_usable() {
+    let Some(peer) = peers::gateway(Some("rotation-token-42")) else { return };
+    let db = TestDb::new();
+    let env = [("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&db, &env);
+    let mut tab = admin(&server).await;
+    let added = tab
+        .post(
+            "/api/v1/mcp/servers",
+            json!({"label": "hub", "address": peer.url(), "token": "rotation-token-42"}),
+        )
+        .await;
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    drop(server);
+
+    let (ok, stdout, stderr) = crate::support::run_cli(&db, &["rotate-secret"], &env);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("re-encrypted 1 stored secrets"), "{stdout}");
+
+    let server = Server::start(&db, &env);
+    let mut tab = server.tab();
+    tab.login("root", PASSWORD).await;
+    let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;
+    assert_eq!(refresh.status, 200, "the token must still decrypt and be accepted: {refresh:?}");
 }

@@ -138,12 +138,18 @@ pub async fn login(
     let throttle = &state.config.throttle;
     let now = llooma_store::now_ms();
     let since = now - millis(throttle.window);
-    // Checked before the password, and the same way whether or not the account exists.
+    // Each attempt is recorded as a failure *before* the password is checked and counted with
+    // the others, so a burst of parallel guesses cannot all pass a count taken before any of them
+    // was recorded. A successful sign-in forgets its own row. Identical whether or not the
+    // account exists.
+    state.store.record_login_failure(FailureScope::Account, &username, now).await?;
+    let address_attempt =
+        state.store.record_login_failure(FailureScope::Address, &client.addr, now).await?;
     for (scope, subject, limit) in [
         (FailureScope::Account, username.as_str(), throttle.max_failures_per_account),
         (FailureScope::Address, client.addr.as_str(), throttle.max_failures_per_address),
     ] {
-        if state.store.count_login_failures(scope, subject, since).await? >= limit {
+        if state.store.count_login_failures(scope, subject, since).await? > limit {
             let oldest =
                 state.store.oldest_login_failure(scope, subject, since).await?.unwrap_or(now);
             let retry_ms = (oldest + millis(throttle.window) - now).max(1000);
@@ -159,11 +165,10 @@ pub async fn login(
         .verify(body.password, account.as_ref().map(|a| a.password_hash.clone()))
         .await?;
     let Some(account) = account.filter(|_| matches) else {
-        state.store.record_login_failure(FailureScope::Account, &username, now).await?;
-        state.store.record_login_failure(FailureScope::Address, &client.addr, now).await?;
         return Err(ApiError::InvalidCredentials);
     };
     state.store.clear_login_failures(FailureScope::Account, &username).await?;
+    state.store.forget_login_attempt(&address_attempt).await?;
     tracing::info!(account = %account.id, "signed in");
     let (view, cookie) = session::start(&state, &account, &client).await?;
     Ok(with_cookie(StatusCode::OK, view, cookie))

@@ -260,6 +260,19 @@ fn server_view(server: &McpServer, snapshot: &Snapshot) -> McpServerView {
     }
 }
 
+fn without_query(address: &str) -> String {
+    match url::Url::parse(address) {
+        Ok(mut url) => {
+            if url.query().is_some() {
+                url.set_query(Some("[hidden]"));
+            }
+            url.set_fragment(None);
+            url.to_string()
+        }
+        Err(_) => address.split(['?', '#']).next().unwrap_or_default().to_owned(),
+    }
+}
+
 fn token_context(id: &str) -> SecretContext<'_> {
     SecretContext::new(TABLE, TOKEN_COLUMN, id)
 }
@@ -491,6 +504,13 @@ pub async fn refresh_server(
     Path(id): Path<String>,
 ) -> Result<Json<McpRefreshReport>, ApiError> {
     let server = owned(&state, &signed_in, &id).await?;
+    if let Some(suspension) = &server.suspension {
+        return Err(ApiError::Forbidden(format!(
+            "An administrator suspended this server ({}); Llooma does not contact it until the \
+             suspension is lifted.",
+            suspension.reason
+        )));
+    }
     let old = parse_snapshot(&server)?;
     let token = decrypt_token(&state, &server)?;
     let new = state.mcp.snapshot(&server.address, token.as_ref()).await.map_err(mcp_error)?;
@@ -580,9 +600,13 @@ pub async fn admin_list(
     let mut views = Vec::new();
     for (server, owner_username) in state.store.admin_list_mcp_servers().await? {
         let snapshot = parse_snapshot(&server)?;
+        let mut view = server_view(&server, &snapshot);
+        // Hosted servers often carry a key in the query string: it is the owner's, not the
+        // administrators'.
+        view.address = without_query(&view.address);
         views.push(AdminMcpServerView {
             owner_id: server.account_id.clone(),
-            server: server_view(&server, &snapshot),
+            server: view,
             owner_username,
         });
     }

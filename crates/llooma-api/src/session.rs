@@ -174,7 +174,9 @@ impl FromRequestParts<AppState> for ClientInfo {
                 .headers
                 .get("x-forwarded-for")
                 .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.split(',').next())
+                // A proxy appends the address it saw; earlier entries are whatever the client
+                // wrote, so only the last one can be trusted (with one proxy in front).
+                .and_then(|v| v.rsplit(',').next())
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         } else {

@@ -25,20 +25,29 @@ impl FailureScope {
 }
 
 impl Store {
+    /// Records an attempt as a failure and returns its id (a sign-in records first and forgets
+    /// the row on success, so parallel attempts all count).
     pub async fn record_login_failure(
         &self,
         scope: FailureScope,
         subject: &str,
         now_ms: i64,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<String> {
+        let id = uuid::Uuid::new_v4().to_string();
         login_failures::ActiveModel {
-            id: Set(uuid::Uuid::new_v4().to_string()),
+            id: Set(id.clone()),
             scope: Set(scope.as_str().to_owned()),
             subject: Set(subject.to_owned()),
             at_ms: Set(now_ms),
         }
         .insert(&self.db)
         .await?;
+        Ok(id)
+    }
+
+    /// Forgets one recorded attempt (it turned out to be a successful sign-in).
+    pub async fn forget_login_attempt(&self, id: &str) -> StoreResult<()> {
+        login_failures::Entity::delete_by_id(id.to_owned()).exec(&self.db).await?;
         Ok(())
     }
 

@@ -22,8 +22,10 @@ pub struct EncryptedColumn {
 }
 
 /// Every encrypted column in the schema.
-pub const ENCRYPTED_COLUMNS: &[EncryptedColumn] =
-    &[EncryptedColumn { table: "providers", column: "api_key_ciphertext", id_column: "id" }];
+pub const ENCRYPTED_COLUMNS: &[EncryptedColumn] = &[
+    EncryptedColumn { table: "providers", column: "api_key_ciphertext", id_column: "id" },
+    EncryptedColumn { table: "mcp_servers", column: "token_ciphertext", id_column: "id" },
+];
 
 fn placeholder(backend: DbBackend, n: usize) -> String {
     match backend {
