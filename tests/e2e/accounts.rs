@@ -193,3 +193,16 @@ async fn behind_a_proxy_only_the_address_the_proxy_saw_counts() {
     }
     assert_eq!(statuses, vec![401, 401, 401, 401, 429, 429]);
 }
+
+#[tokio::test]
+async fn a_stolen_session_cannot_guess_the_password_through_password_change() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("LLOOMA_LOGIN_MAX_FAILURES_PER_ACCOUNT", "2")]);
+    let mut tab = server.tab();
+    tab.register("victor", PASSWORD).await;
+    let change = |current: &'static str| serde_json::json!({"currentPassword": current, "newPassword": "another long password"});
+    assert_eq!(tab.post("/api/v1/me/password", change("wrong guess one")).await.status, 403);
+    assert_eq!(tab.post("/api/v1/me/password", change("wrong guess two")).await.status, 403);
+    let locked = tab.post("/api/v1/me/password", change(PASSWORD)).await;
+    assert_eq!(locked.status, 429, "{locked:?}");
+}

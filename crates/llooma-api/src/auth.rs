@@ -201,9 +201,23 @@ pub async fn change_password(
 ) -> Result<Response, ApiError> {
     validate_password(&body.new_password)?;
     let account = signed_in.account;
+    // A stolen session must not become a way to guess the password without limit: wrong
+    // current passwords count against the account like failed sign-ins.
+    let throttle = &state.config.throttle;
+    let now = llooma_store::now_ms();
+    state.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
+    let since = now - millis(throttle.window);
+    if state.store.count_login_failures(FailureScope::Account, &account.username, since).await?
+        > throttle.max_failures_per_account
+    {
+        return Err(ApiError::TooManyAttempts {
+            retry_after_secs: throttle.window.as_secs().max(1),
+        });
+    }
     if !state.passwords.verify(body.current_password, Some(account.password_hash.clone())).await? {
         return Err(ApiError::Forbidden("The current password is wrong.".into()));
     }
+    state.store.clear_login_failures(FailureScope::Account, &account.username).await?;
     let hash = state.passwords.hash(body.new_password).await?;
     state.store.change_password(&account.id, &hash).await?;
     tracing::info!(account = %account.id, "password changed; every session ended");

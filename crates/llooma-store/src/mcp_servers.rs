@@ -282,12 +282,41 @@ impl Store {
     }
 
     pub async fn delete_mcp_server(&self, account_id: &str, id: &str) -> StoreResult<()> {
-        let result = mcp_servers::Entity::delete_many()
-            .filter(mcp_servers::Column::Id.eq(id))
-            .filter(mcp_servers::Column::AccountId.eq(account_id))
-            .exec(&self.db)
+        match self.mcp_server(account_id, id).await? {
+            Some(server) => self.delete_with_consent(&server).await,
+            None => Err(StoreError::NotFound),
+        }
+    }
+
+    /// Deletes a server and, unless another server of the same account has the same address,
+    /// the "Always allow" grants and allow rules given for that address: consent given to a
+    /// server that was removed must not come back with whatever is added at its address later.
+    async fn delete_with_consent(&self, server: &McpServer) -> StoreResult<()> {
+        use crate::consent::{grants_entity as grants, rules_entity as rules};
+        let txn = self.db.begin().await?;
+        let result = mcp_servers::Entity::delete_by_id(server.id.clone()).exec(&txn).await?;
+        if result.rows_affected != 1 {
+            return Err(StoreError::NotFound);
+        }
+        let others = mcp_servers::Entity::find()
+            .filter(mcp_servers::Column::AccountId.eq(&server.account_id))
+            .filter(mcp_servers::Column::Address.eq(&server.address))
+            .one(&txn)
             .await?;
-        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+        if others.is_none() {
+            grants::Entity::delete_many()
+                .filter(grants::Column::AccountId.eq(&server.account_id))
+                .filter(grants::Column::ServerAddress.eq(&server.address))
+                .exec(&txn)
+                .await?;
+            rules::Entity::delete_many()
+                .filter(rules::Column::AccountId.eq(&server.account_id))
+                .filter(rules::Column::ServerAddress.eq(&server.address))
+                .exec(&txn)
+                .await?;
+        }
+        txn.commit().await?;
+        Ok(())
     }
 
     /// Every server of the instance with its owner's username, for administrators.
@@ -340,8 +369,10 @@ impl Store {
     }
 
     pub async fn admin_delete_mcp_server(&self, id: &str) -> StoreResult<()> {
-        let result = mcp_servers::Entity::delete_by_id(id.to_owned()).exec(&self.db).await?;
-        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+        match self.admin_mcp_server(id).await? {
+            Some(server) => self.delete_with_consent(&server).await,
+            None => Err(StoreError::NotFound),
+        }
     }
 
     /// Stored group switches of a server: (group key, on). Absent groups are on.
