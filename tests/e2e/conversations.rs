@@ -197,3 +197,68 @@ async fn conversations_are_private_and_one_turn_runs_at_a_time() {
         .await;
     assert_eq!(on.json["mcpEnabled"], true);
 }
+
+#[tokio::test]
+async fn tools_run_in_rounds_and_the_last_round_must_answer() {
+    let model = FakeModel::start([
+        Reply::tool_call("current_date", json!({})),
+        Reply::text("Today it is.").chunks(2),
+        Reply::tool_call("current_date", json!({})),
+        Reply::tool_call("current_date", json!({})),
+        Reply::tool_call("current_date", json!({})),
+        Reply::text("Out of rounds, here is my answer."),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let path = format!("/api/v1/conversations/{id}/events");
+
+    // A tool call is a step on the timeline; its result goes back to the model.
+    let mut events = Events::open(&tab, &path, None).await;
+    tab.post(
+        &format!("/api/v1/conversations/{id}/messages"),
+        json!({"content": "what day is it?"}),
+    )
+    .await;
+    let mut steps = Vec::new();
+    let mut text = String::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "step" => steps.push(data),
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "end" => break,
+            _ => {}
+        }
+    }
+    assert_eq!(text, "Today it is.");
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0]["tool"], "current_date");
+    let date = steps[0]["result"].as_str().unwrap().to_owned();
+    assert_eq!(date.len(), "2026-11-30T05:00:00Z".len(), "{date}");
+    let bodies = model.requests();
+    assert!(bodies[0].raw_body.contains("\"tools\""), "tools are offered");
+    assert!(bodies[1].raw_body.contains(&date), "the result went back to the model");
+
+    // Four rounds at most; the last offers no tools, so the turn ends with an answer.
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "keep calling"}))
+        .await;
+    let mut steps = 0;
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "step" => steps += 1,
+            "end" => {
+                assert_eq!(data["state"], "done");
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(steps, 3);
+    let bodies = model.requests();
+    assert_eq!(bodies.len(), 6);
+    assert!(!bodies[5].raw_body.contains("\"tools\""), "{}", bodies[5].raw_body);
+}

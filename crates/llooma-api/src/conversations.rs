@@ -310,7 +310,13 @@ pub async fn send(
         .into_iter()
         .map(|m| (if m.role == "assistant" { Speaker::Model } else { Speaker::Person }, m.content))
         .collect();
-    let request = TurnRequest { model, system_prompt: None, history };
+    let request = TurnRequest {
+        model,
+        system_prompt: None,
+        history,
+        rounds: llooma_core::ROUNDS,
+        now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
     let task_state = state.clone();
     let task_turn = turn_id.clone();
     tokio::spawn(async move {

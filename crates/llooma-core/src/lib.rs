@@ -1,11 +1,14 @@
 //! The turn engine: what happens between a person's message and the reply.
 //!
-//! Today a turn asks the model once and streams its answer; tools (built-in and MCP, through the
-//! approval broker), rounds and announce mode join here next. The engine does no storage and no
+//! A turn runs in rounds: the model answers, and when it calls tools the engine runs them, reports
+//! each as a timeline step, gives the results back and asks again, up to [`TurnRequest::rounds`];
+//! the last round offers no tools, so the turn always ends with an answer. Today the one tool is
+//! the built-in `current_date`; web search, page reading, memory and MCP tools (through the
+//! approval broker) join here next. The engine does no storage and no
 //! HTTP of its own: it reports everything a watching tab should see to a [`TurnSink`] (the API
 //! writes it to the conversation's event log), and asks the model through `llooma-providers`.
 
-use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient};
+use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall, ToolDefinition};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -38,6 +41,33 @@ pub struct TurnRequest {
     pub system_prompt: Option<String>,
     /// The conversation so far, oldest first, ending with the person's new message.
     pub history: Vec<(Speaker, String)>,
+    /// How many times the model may be asked: 4, or 8 when MCP tools are offered.
+    pub rounds: usize,
+    /// The time `current_date` reports (passed in, so a turn is reproducible in tests).
+    pub now_rfc3339: String,
+}
+
+/// Rounds of a turn without MCP tools (one search then one page read, and an answer).
+pub const ROUNDS: usize = 4;
+/// Rounds of a turn that offers MCP tools: a chain against one's own tools is longer.
+pub const ROUNDS_WITH_MCP: usize = 8;
+
+const CURRENT_DATE: &str = "current_date";
+
+fn builtin_tools() -> Vec<ToolDefinition> {
+    vec![ToolDefinition {
+        name: CURRENT_DATE.to_owned(),
+        description: Some("The current date and time (UTC, RFC 3339).".to_owned()),
+        parameters: json!({"type": "object", "properties": {}}),
+    }]
+}
+
+/// Runs one tool call; the result is what the model reads.
+fn run_tool(call: &ToolCall, request: &TurnRequest) -> String {
+    match call.name.as_str() {
+        CURRENT_DATE => request.now_rfc3339.clone(),
+        other => format!("There is no tool named `{other}`; answer without it."),
+    }
 }
 
 /// How a turn ended.
@@ -51,7 +81,7 @@ pub enum TurnEnd {
     Failed { text: String, error: String },
 }
 
-fn chat_request(request: &TurnRequest) -> ChatRequest {
+fn history_messages(request: &TurnRequest) -> Vec<Message> {
     let mut messages = Vec::new();
     if let Some(system) = &request.system_prompt {
         messages.push(Message::System { content: system.clone() });
@@ -64,7 +94,49 @@ fn chat_request(request: &TurnRequest) -> ChatRequest {
             }
         });
     }
-    ChatRequest::new(request.model.clone(), messages)
+    messages
+}
+
+/// What one round produced.
+struct Round {
+    text: String,
+    calls: Vec<ToolCall>,
+    stopped: bool,
+}
+
+async fn one_round<S: TurnSink>(
+    provider: &ProviderClient,
+    chat: &ChatRequest,
+    sink: &S,
+    stop: &mut watch::Receiver<bool>,
+    all_text: &mut String,
+) -> Result<Round, String> {
+    let mut round = Round { text: String::new(), calls: Vec::new(), stopped: false };
+    let mut stream = provider.chat(chat).await.map_err(|e| e.to_string())?;
+    loop {
+        let next = tokio::select! {
+            next = stream.next_event() => next,
+            _ = stop.wait_for(|s| *s) => {
+                round.stopped = true;
+                return Ok(round);
+            }
+        };
+        match next.map_err(|e| e.to_string())? {
+            Some(ChatEvent::TextDelta(delta)) => {
+                round.text.push_str(&delta);
+                all_text.push_str(&delta);
+                sink.event("text", json!({ "delta": delta })).await.map_err(|e| e.to_string())?;
+            }
+            Some(ChatEvent::ReasoningDelta(delta)) => {
+                sink.event("reasoning", json!({ "delta": delta }))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Some(ChatEvent::ToolCall(call)) => round.calls.push(call),
+            Some(ChatEvent::Finished { .. }) | None => return Ok(round),
+            Some(_) => {}
+        }
+    }
 }
 
 /// Runs one turn to its end. `stop` turning true stops it (the provider stream is dropped).
@@ -75,29 +147,37 @@ pub async fn run_turn<S: TurnSink>(
     mut stop: watch::Receiver<bool>,
 ) -> TurnEnd {
     let mut text = String::new();
-    let outcome = async {
-        let mut stream = provider.chat(&chat_request(request)).await.map_err(|e| e.to_string())?;
-        loop {
-            let next = tokio::select! {
-                next = stream.next_event() => next,
-                _ = stop.wait_for(|s| *s) => return Ok(true),
-            };
-            match next.map_err(|e| e.to_string())? {
-                Some(ChatEvent::TextDelta(delta)) => {
-                    text.push_str(&delta);
-                    sink.event("text", json!({ "delta": delta }))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
-                Some(ChatEvent::ReasoningDelta(delta)) => {
-                    sink.event("reasoning", json!({ "delta": delta }))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
-                Some(ChatEvent::Finished { .. }) | None => return Ok(false),
-                Some(_) => {}
+    let mut messages = history_messages(request);
+    let rounds = request.rounds.max(1);
+    let outcome: Result<bool, String> = async {
+        for round_number in 1..=rounds {
+            let last = round_number == rounds;
+            let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
+            // The last round offers no tools: out of rounds, the model answers with what it has.
+            if !last {
+                chat = chat.with_tools(builtin_tools());
+            }
+            let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
+            if round.stopped {
+                return Ok(true);
+            }
+            if round.calls.is_empty() || last {
+                return Ok(false);
+            }
+            let content = (!round.text.is_empty()).then(|| round.text.clone());
+            messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
+            for call in &round.calls {
+                let result = run_tool(call, request);
+                sink.event(
+                    "step",
+                    json!({ "tool": call.name, "arguments": call.arguments_json, "result": result }),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }
         }
+        Ok(false)
     }
     .await;
     match outcome {
