@@ -262,3 +262,141 @@ async fn tools_run_in_rounds_and_the_last_round_must_answer() {
     assert_eq!(bodies.len(), 6);
     assert!(!bodies[5].raw_body.contains("\"tools\""), "{}", bodies[5].raw_body);
 }
+
+#[tokio::test]
+async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let (mut tab, id) = setup(&server, &model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let model_name = |tool: &str| {
+        added.json["tools"].as_array().unwrap().iter().find(|t| t["name"] == tool).unwrap()["modelName"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (turn_on, add_tool) =
+        (model_name("home-assistant-turn_on"), model_name("gateway-add_tool"));
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
+    model.push(Reply::text("The light is on."));
+    model.push(Reply::tool_call(&add_tool, json!({"name": "Chatto-sneaky"})));
+    model.push(Reply::text("Understood, I did not."));
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    assert_eq!(cards.next().await.0, "pending");
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+
+    // The card shows server, tool, what it says it does, and the exact arguments.
+    tab.post(
+        &format!("/api/v1/conversations/{id}/messages"),
+        json!({"content": "kitchen light on"}),
+    )
+    .await;
+    let (name, data) = cards.next().await;
+    assert_eq!(name, "appeared");
+    let card = &data["card"];
+    assert_eq!(card["serverLabel"], "hub");
+    assert_eq!(card["toolName"], "home-assistant-turn_on");
+    assert_eq!(card["toolDescription"], "Turn on a device.");
+    assert_eq!(card["argumentsJson"], r#"{"entity_id":"light.kitchen"}"#);
+    let call_id = card["id"].as_str().unwrap().to_owned();
+    let allowed =
+        tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "The light is on.");
+    assert_eq!(steps.last().unwrap()["state"], "allowed");
+    assert_eq!(steps.last().unwrap()["server"], "hub");
+    // The server's answer reached the model wrapped as untrusted text.
+    let second = &model.requests()[1].raw_body;
+    assert!(second.contains("light.kitchen is on") && second.contains("untrusted"), "{second}");
+
+    // Refused: the model is told, and nothing reaches the server.
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "add a tool"}))
+        .await;
+    let data = loop {
+        // The first card's `answered` comes first on this stream.
+        let (name, data) = cards.next().await;
+        if name == "appeared" {
+            break data;
+        }
+    };
+    let call_id = data["card"]["id"].as_str().unwrap().to_owned();
+    tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "refuse"})).await;
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "Understood, I did not.");
+    assert_eq!(steps.last().unwrap()["state"], "refused");
+    assert!(model.requests()[3].raw_body.contains("refused"), "the model is told");
+    let policy =
+        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
+            .unwrap();
+    let client =
+        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let tools = client.probe(&peer.url(), None).await.unwrap().tools;
+    assert!(!tools.iter().any(|t| t.name == "Chatto-sneaky"), "a refused call reached the server");
+}
+
+/// The text and the steps of one turn, read until its end.
+async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
+    let mut text = String::new();
+    let mut steps = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "step" => steps.push(data),
+            "end" => return (text, steps),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_cannot_be_reached_is_a_step_not_silence() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let (mut tab, id) = setup(&server, &model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let tool = added.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Chatto-list_rooms")
+        .unwrap()["modelName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The person has allowed everything: the call goes out without a card.
+    tab.send("PATCH", "/api/v1/consent", Some(json!({"mode": "allow_all"}))).await;
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    model.push(Reply::tool_call(&tool, json!({})));
+    model.push(Reply::text("The server is down."));
+    drop(peer);
+
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "list rooms"}))
+        .await;
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "The server is down.");
+    let step = steps.last().unwrap();
+    assert_eq!(step["state"], "failed", "{step}");
+    assert_eq!(step["server"], "hub");
+    assert!(step["error"].as_str().unwrap().contains("could not reach"), "{step}");
+    // The offered tools were in the request: MCP tools ride along only where switched on.
+    assert!(model.requests()[0].raw_body.contains(&tool));
+}

@@ -16,7 +16,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use llooma_core::{SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, run_turn};
+use llooma_core::{McpTurn, SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, run_turn};
 use llooma_net::{NetClient, Purpose};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::{Conversation, ConversationPatch, Store};
@@ -269,6 +269,33 @@ async fn provider_client(state: &AppState, provider_id: &str) -> Result<Provider
     ProviderClient::new(net, config).map_err(|e| e.to_string())
 }
 
+/// What a turn with MCP tools needs: the offered tools and the account's remembered consent.
+async fn mcp_turn<'a>(
+    state: &'a AppState,
+    account_id: &str,
+    conversation_id: &str,
+    turn_id: &str,
+    provider: &ProviderClient,
+) -> Result<McpTurn<'a, Store>, String> {
+    let tools = crate::mcp::offered_tools(state, account_id, provider.max_tools_per_request())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
+    let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;
+    let rules = state.store.consent_rules(account_id).await.map_err(|e| e.to_string())?;
+    Ok(McpTurn {
+        tools,
+        client: &state.mcp,
+        broker: &state.broker,
+        mode,
+        grants: grants.into_iter().map(|g| g.grant).collect(),
+        rules: rules.into_iter().map(|r| r.rule).collect(),
+        account_id: account_id.to_owned(),
+        conversation_id: conversation_id.to_owned(),
+        turn_id: turn_id.to_owned(),
+    })
+}
+
 /// `POST /api/v1/conversations/{id}/messages`: stores the message and starts a turn; the reply
 /// arrives on the event stream.
 pub async fn send(
@@ -310,11 +337,15 @@ pub async fn send(
         .into_iter()
         .map(|m| (if m.role == "assistant" { Speaker::Model } else { Speaker::Person }, m.content))
         .collect();
+    let settings = state.store.tool_settings(&signed_in.account.id).await?;
+    // Catalogues are sent only where MCP is switched on: no tools offered, no call possible.
+    let mcp_on = conversation.mcp_enabled || settings.mcp_everywhere;
+    let account_id = signed_in.account.id.clone();
     let request = TurnRequest {
         model,
         system_prompt: None,
         history,
-        rounds: llooma_core::ROUNDS,
+        rounds: if mcp_on { llooma_core::ROUNDS_WITH_MCP } else { llooma_core::ROUNDS },
         now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     };
     let task_state = state.clone();
@@ -322,7 +353,23 @@ pub async fn send(
     tokio::spawn(async move {
         let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
         let end = match provider_client(&task_state, &provider_id).await {
-            Ok(provider) => run_turn(&provider, &request, &sink, stop_rx).await,
+            Ok(provider) if mcp_on => {
+                match mcp_turn(
+                    &task_state,
+                    &account_id,
+                    &sink.conversation_id,
+                    &task_turn,
+                    &provider,
+                )
+                .await
+                {
+                    Ok(mcp) => run_turn(&provider, &request, Some(&mcp), &sink, stop_rx).await,
+                    Err(error) => TurnEnd::Failed { text: String::new(), error },
+                }
+            }
+            Ok(provider) => {
+                run_turn(&provider, &request, None::<&McpTurn<'_, Store>>, &sink, stop_rx).await
+            }
             Err(error) => TurnEnd::Failed { text: String::new(), error },
         };
         let (text, state_word, error) = match &end {

@@ -659,3 +659,55 @@ pub async fn admin_delete(
     tracing::info!(admin = %admin.account.id, server = %id, "MCP server removed by an administrator");
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// The MCP tools a turn of this account offers: active servers, groups switched on, within the
+/// tool budget and what the provider takes (`provider_cap`, the app's own tool counted).
+pub(crate) async fn offered_tools(
+    state: &AppState,
+    account_id: &str,
+    provider_cap: usize,
+) -> Result<Vec<llooma_core::McpTool>, ApiError> {
+    let loaded = load_account(state, account_id).await?;
+    let names = name_table(&loaded, None)?;
+    let settings = state.store.tool_settings(account_id).await?;
+    let servers: Vec<ServerTools<String>> = loaded
+        .iter()
+        .filter(|l| l.server.is_active())
+        .map(|l| ServerTools {
+            server: l.server.id.clone(),
+            tools: tool_names(&l.snapshot),
+            switches: l.switches.clone(),
+        })
+        .collect();
+    let limits = Limits {
+        budget: usize::try_from(settings.tool_budget).unwrap_or(usize::MAX),
+        provider_cap: Some(provider_cap),
+        builtin_tools: 1,
+    };
+    let outcome = select_tools(&servers, &limits);
+    let mut tools = Vec::new();
+    for candidate in outcome.offered {
+        let Some(this) = loaded.iter().find(|l| l.server.id == candidate.server) else { continue };
+        let Some(def) = this.snapshot.tools.iter().find(|t| t.name == candidate.tool) else {
+            continue;
+        };
+        tools.push(llooma_core::McpTool {
+            model_name: names.model_name(&this.server.id, &def.name).unwrap_or_default().to_owned(),
+            server_id: this.server.id.clone(),
+            server_label: this.server.label.clone(),
+            server_address: this.server.address.clone(),
+            token: decrypt_token(state, &this.server)?,
+            tool_name: def.name.clone(),
+            description: def.description.clone().unwrap_or_default(),
+            input_schema: def.input_schema.clone(),
+            definition_hash: def.hash.clone(),
+            read_only_hint: def
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("readOnlyHint"))
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false),
+        });
+    }
+    Ok(tools)
+}

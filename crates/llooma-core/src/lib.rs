@@ -8,6 +8,12 @@
 //! HTTP of its own: it reports everything a watching tab should see to a [`TurnSink`] (the API
 //! writes it to the conversation's event log), and asks the model through `llooma-providers`.
 
+mod mcp;
+
+pub use mcp::{McpTool, McpTurn};
+
+use llooma_approval_broker::ApprovalPort;
+use llooma_memory_guard::TurnGuard;
 use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall, ToolDefinition};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -140,14 +146,22 @@ async fn one_round<S: TurnSink>(
 }
 
 /// Runs one turn to its end. `stop` turning true stops it (the provider stream is dropped).
-pub async fn run_turn<S: TurnSink>(
+/// With `mcp`, its tools are offered beside the built-in ones and each call goes through the
+/// approval broker.
+pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     provider: &ProviderClient,
     request: &TurnRequest,
+    mcp: Option<&McpTurn<'_, P>>,
     sink: &S,
     mut stop: watch::Receiver<bool>,
 ) -> TurnEnd {
     let mut text = String::new();
     let mut messages = history_messages(request);
+    let mut guard = TurnGuard::new();
+    let mut tools = builtin_tools();
+    if let Some(mcp) = mcp {
+        tools.extend(mcp.definitions());
+    }
     let rounds = request.rounds.max(1);
     let outcome: Result<bool, String> = async {
         for round_number in 1..=rounds {
@@ -155,7 +169,7 @@ pub async fn run_turn<S: TurnSink>(
             let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
             // The last round offers no tools: out of rounds, the model answers with what it has.
             if !last {
-                chat = chat.with_tools(builtin_tools());
+                chat = chat.with_tools(tools.clone());
             }
             let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
             if round.stopped {
@@ -167,13 +181,19 @@ pub async fn run_turn<S: TurnSink>(
             let content = (!round.text.is_empty()).then(|| round.text.clone());
             messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
             for call in &round.calls {
-                let result = run_tool(call, request);
-                sink.event(
-                    "step",
-                    json!({ "tool": call.name, "arguments": call.arguments_json, "result": result }),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                let result = match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
+                    Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await?,
+                    None => {
+                        let result = run_tool(call, request);
+                        sink.event(
+                            "step",
+                            json!({ "tool": call.name, "arguments": call.arguments_json, "result": result }),
+                        )
+                        .await
+                        .map_err(|e| e.to_string())?;
+                        result
+                    }
+                };
                 messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }
         }
