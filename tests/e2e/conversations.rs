@@ -400,3 +400,115 @@ async fn a_server_that_cannot_be_reached_is_a_step_not_silence() {
     // The offered tools were in the request: MCP tools ride along only where switched on.
     assert!(model.requests()[0].raw_body.contains(&tool));
 }
+
+/// The gateway, the fake model scripted to call one tool, and a conversation with MCP on.
+async fn mcp_conversation(
+    server: &Server,
+    model: &FakeModel,
+    peer: &llooma_test_support::peers::Peer,
+) -> (Tab, String) {
+    let (mut tab, id) = setup(server, model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let tool = added.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "home-assistant-turn_on")
+        .unwrap()["modelName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    model.push(Reply::tool_call(&tool, json!({"entity_id": "light.hall"})));
+    model.push(Reply::text("Done."));
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    (tab, id)
+}
+
+#[tokio::test]
+async fn an_answer_given_through_another_replica_resumes_the_waiting_turn() {
+    if crate::support::engine() != "postgres" {
+        return; // replicas share a Postgres database
+    }
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env =
+        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = Server::start(&db, &env);
+    let b = Server::start(&db, &env);
+    let (mut on_a, id) = mcp_conversation(&a, &model, &peer).await;
+    let mut on_b = b.tab();
+    on_b.login("root", PASSWORD).await;
+
+    let mut events = Events::open(&on_a, &format!("/api/v1/conversations/{id}/events"), None).await;
+    on_a.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hall light"}))
+        .await;
+    let card = loop {
+        let (name, data) = events.next().await;
+        if name == "approval" {
+            break data["card"].clone();
+        }
+    };
+    // Replica B reads the card from the database and answers it.
+    let pending = on_b.get("/api/v1/approvals").await;
+    assert_eq!(pending.json[0]["id"], card["id"]);
+    let answered = on_b
+        .post(
+            &format!("/api/v1/approvals/{}/answer", card["id"].as_str().unwrap()),
+            json!({"choice": "allow"}),
+        )
+        .await;
+    assert_eq!(answered.status, 200, "{answered:?}");
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(steps.last().unwrap()["state"], "allowed");
+    assert_eq!(text, "Done.");
+}
+
+#[tokio::test]
+async fn a_restart_ends_the_turn_that_was_waiting_and_its_log_says_so() {
+    if crate::support::engine() != "sqlite" {
+        return; // with Postgres another replica may still run it; SQLite is one process
+    }
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env =
+        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&db, &env);
+    let (mut tab, id) = mcp_conversation(&server, &model, &peer).await;
+    let path = format!("/api/v1/conversations/{id}/events");
+    let mut events = Events::open(&tab, &path, None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hall light"}))
+        .await;
+    while events.next().await.0 != "approval" {}
+    drop(events);
+    drop(server); // killed while the card waits
+
+    let server = Server::start(&db, &env);
+    let mut tab = server.tab();
+    tab.login("root", PASSWORD).await;
+    let mut replay = Events::open(&tab, &path, None).await;
+    let mut error = None;
+    loop {
+        let (name, data) = replay.next().await;
+        if name == "error" {
+            error = data["message"].as_str().map(str::to_owned);
+        }
+        if name == "end" {
+            assert_eq!(data["state"], "failed");
+            break;
+        }
+    }
+    assert!(error.unwrap().contains("server stopped"));
+    assert_eq!(tab.get("/api/v1/approvals").await.json, json!([]), "the card is gone too");
+    // And the conversation takes a new message.
+    model.push(Reply::text("Back."));
+    let sent = tab
+        .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hello?"}))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+}

@@ -244,16 +244,19 @@ impl Store {
             .map(|t| t.id))
     }
 
-    /// Marks every running turn failed (start-up of the only process: nobody runs them anymore).
+    /// Marks every running turn failed (start-up of the only process: nobody runs them anymore)
+    /// and says so in each one's log, so a tab watching it sees the turn end and why.
     pub async fn fail_running_turns(&self, reason: &str) -> StoreResult<u64> {
-        let result = turns::Entity::update_many()
-            .col_expr(turns::Column::State, Expr::value("failed"))
-            .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
-            .col_expr(turns::Column::Error, Expr::value(reason))
-            .filter(turns::Column::State.eq("running"))
-            .exec(&self.db)
-            .await?;
-        Ok(result.rows_affected)
+        let running =
+            turns::Entity::find().filter(turns::Column::State.eq("running")).all(&self.db).await?;
+        for turn in &running {
+            let error = serde_json::json!({ "message": reason }).to_string();
+            self.append_event(&turn.conversation_id, &turn.id, "error", &error).await?;
+            self.finish_turn(&turn.id, "failed", Some(reason)).await?;
+            let end = serde_json::json!({ "state": "failed" }).to_string();
+            self.append_event(&turn.conversation_id, &turn.id, "end", &end).await?;
+        }
+        Ok(running.len() as u64)
     }
 
     /// Appends an event to the conversation's log and returns its number.
