@@ -24,6 +24,13 @@ async fn setup(server: &Server, model: &FakeModel) -> (Tab, String) {
     (tab, conversation.json["id"].as_str().unwrap().to_owned())
 }
 
+/// The model-facing name the server answered for one of the added server's tools.
+fn model_name_in(added: &Value, tool: &str) -> String {
+    let tools = added["tools"].as_array().unwrap();
+    let found = tools.iter().find(|t| t["name"] == tool).unwrap();
+    found["modelName"].as_str().unwrap().to_owned()
+}
+
 /// Reads events until `end`, returning the text and the events' names.
 async fn until_end(events: &mut Events) -> (String, Vec<String>, Value) {
     let mut text = String::new();
@@ -275,14 +282,8 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     let (mut tab, id) = setup(&server, &model).await;
     let added =
         tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
-    let model_name = |tool: &str| {
-        added.json["tools"].as_array().unwrap().iter().find(|t| t["name"] == tool).unwrap()["modelName"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
-    let (turn_on, add_tool) =
-        (model_name("home-assistant-turn_on"), model_name("gateway-add_tool"));
+    let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
+    let add_tool = model_name_in(&added.json, "gateway-add_tool");
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
     model.push(Reply::text("The light is on."));
     model.push(Reply::tool_call(&add_tool, json!({"name": "Chatto-sneaky"})));
@@ -371,15 +372,7 @@ async fn a_server_that_cannot_be_reached_is_a_step_not_silence() {
     let (mut tab, id) = setup(&server, &model).await;
     let added =
         tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
-    let tool = added.json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "Chatto-list_rooms")
-        .unwrap()["modelName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let tool = model_name_in(&added.json, "Chatto-list_rooms");
     // The person has allowed everything: the call goes out without a card.
     tab.send("PATCH", "/api/v1/consent", Some(json!({"mode": "allow_all"}))).await;
     tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
@@ -410,15 +403,7 @@ async fn mcp_conversation(
     let (mut tab, id) = setup(server, model).await;
     let added =
         tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
-    let tool = added.json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "home-assistant-turn_on")
-        .unwrap()["modelName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let tool = model_name_in(&added.json, "home-assistant-turn_on");
     model.push(Reply::tool_call(&tool, json!({"entity_id": "light.hall"})));
     model.push(Reply::text("Done."));
     tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
