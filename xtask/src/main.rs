@@ -25,6 +25,8 @@ commands:
   run [args...]      build and run the server: `cargo run -p llooma-server -- serve [args...]`
   bench [group...] [-- cargo-bench-args...]
                      run benchmark groups (default: all); groups: see `cargo xtask bench --list`
+  fake-model [args]  an OpenAI-compatible model server that echoes (or follows a script), to try
+                     Llooma with no provider: `cargo xtask fake-model --port 8090`
   conformance        the official MCP conformance suite (client scenarios initialize,
                      tools_call, sse-retry) against our MCP client
   deny-db            prepare the offline RustSec advisory database from ../shared/advisory-db
@@ -65,6 +67,11 @@ fn dispatch(args: &[String]) -> Result<()> {
         "run" => ci::run_server(&ctx, rest),
         "bench" => bench::bench(&ctx, rest),
         "conformance" => ci::conformance(&ctx),
+        "fake-model" => {
+            let mut cmd = ctx.cargo(["run", "--quiet", "-p", "llooma-fake-model", "--"]);
+            cmd.args(rest);
+            util::run(&mut cmd)
+        }
         "deny-db" => deny::prepare_db(&ctx).map(|_| ()),
         "deny" => deny::check(&ctx),
         "layering" => layering::check(&ctx),
