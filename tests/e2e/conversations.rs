@@ -24,6 +24,31 @@ async fn setup(server: &Server, model: &FakeModel) -> (Tab, String) {
     (tab, conversation.json["id"].as_str().unwrap().to_owned())
 }
 
+/// A server that reaches the fake model and the gateway, an administrator with a conversation,
+/// and the gateway added as "hub" (`added` is that answer). Fields drop in order: the server
+/// stops before its database goes.
+struct McpWorld {
+    model: FakeModel,
+    server: Server,
+    tab: Tab,
+    id: String,
+    added: crate::support::Reply,
+    _db: TestDb,
+}
+
+async fn mcp_world(peer: &llooma_test_support::peers::Peer) -> McpWorld {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let (mut tab, id) = setup(&server, &model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    McpWorld { model, server, tab, id, added, _db: db }
+}
+
 /// The model-facing name the server answered for one of the added server's tools.
 fn model_name_in(added: &Value, tool: &str) -> String {
     let tools = added["tools"].as_array().unwrap();
@@ -273,15 +298,7 @@ async fn tools_run_in_rounds_and_the_last_round_must_answer() {
 #[tokio::test]
 async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
-    let (mut tab, id) = setup(&server, &model).await;
-    let added =
-        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
     let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
     let add_tool = model_name_in(&added.json, "gateway-add_tool");
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
@@ -363,15 +380,7 @@ async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
 #[tokio::test]
 async fn a_server_that_cannot_be_reached_is_a_step_not_silence() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
-    let (mut tab, id) = setup(&server, &model).await;
-    let added =
-        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
     let tool = model_name_in(&added.json, "Chatto-list_rooms");
     // The person has allowed everything: the call goes out without a card.
     tab.send("PATCH", "/api/v1/consent", Some(json!({"mode": "allow_all"}))).await;
