@@ -181,18 +181,26 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             let content = (!round.text.is_empty()).then(|| round.text.clone());
             messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
             for call in &round.calls {
-                let result = match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
-                    Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await?,
-                    None => {
-                        let result = run_tool(call, request);
-                        sink.event(
-                            "step",
-                            json!({ "tool": call.name, "arguments": call.arguments_json, "result": result }),
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?;
-                        result
+                let run = async {
+                    match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
+                        Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await,
+                        None => {
+                            let result = run_tool(call, request);
+                            sink.event(
+                                "step",
+                                json!({ "tool": call.name, "arguments": call.arguments_json, "result": result }),
+                            )
+                            .await
+                            .map_err(|e| e.to_string())?;
+                            Ok(result)
+                        }
                     }
+                };
+                // Stop cancels a call in flight: a card still waiting is withdrawn (the broker
+                // interrupts a call whose waiter is dropped), a request on its way is dropped.
+                let result = tokio::select! {
+                    result = run => result?,
+                    _ = stop.wait_for(|s| *s) => return Ok(true),
                 };
                 messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }

@@ -128,10 +128,13 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 .map_err(|e| e.to_string())?,
             ConsentDecision::Ask => {
                 let pending = self.broker.request(new_call).await.map_err(|e| e.to_string())?;
+                // Stopped from here on, the card is withdrawn rather than left to lapse.
+                let mut standing = self.broker.abandon_guard(&pending.id);
                 sink.event("approval", json!({ "card": pending.card() }))
                     .await
                     .map_err(|e| e.to_string())?;
                 let outcome = self.broker.wait(&pending.id).await.map_err(|e| e.to_string())?;
+                standing.disarm();
                 if !outcome.allowed() {
                     let state = outcome.state().as_str();
                     sink.event("step", step(state, json!({ "callId": pending.id })))
