@@ -671,3 +671,80 @@ async fn stop_withdraws_the_card_the_turn_was_waiting_on() {
     assert_eq!(tab.get("/api/v1/approvals").await.json, json!([]));
     assert_eq!(model.requests().len(), 1, "the model is not asked again after a stop");
 }
+
+#[tokio::test]
+async fn announce_mode_offers_a_server_s_tools_once_the_model_asks() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    tab.send("PATCH", "/api/v1/mcp/settings", Some(json!({"announceMode": true}))).await;
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    let all: Vec<String> = added.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["modelName"].as_str().unwrap().to_owned())
+        .collect();
+    let house: Vec<&String> = all.iter().filter(|n| n.contains("home-assistant")).collect();
+    let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
+
+    // The measurement the person decides from: one definition instead of the catalogue.
+    let cost = tab.get("/api/v1/mcp/announce-cost").await;
+    assert_eq!(cost.status, 200, "{cost:?}");
+    let without = &cost.json["everyRequestWithout"];
+    let with = &cost.json["everyRequestWith"];
+    assert_eq!(without["tools"], all.len(), "{cost:?}");
+    assert_eq!(with["tools"], 1);
+    assert!(with["bytes"].as_u64() < without["bytes"].as_u64(), "{cost:?}");
+    let groups = cost.json["perGroup"].as_array().unwrap();
+    let group = groups.iter().find(|g| g["group"] == "home-assistant").unwrap();
+    assert_eq!(group["cost"]["tools"], house.len(), "{cost:?}");
+
+    model.push(Reply::tool_call(
+        "mcp_server_tools",
+        json!({"server": "hub", "group": "home-assistant"}),
+    ));
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.porch"})));
+    model.push(Reply::text("The porch light is on."));
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    assert_eq!(cards.next().await.0, "pending");
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "porch light"}))
+        .await;
+    // Asking what a server offers is never put to the person: the first card is the call.
+    let (name, data) = cards.next().await;
+    assert_eq!(name, "appeared");
+    assert_eq!(data["card"]["toolName"], "home-assistant-turn_on");
+    let call_id = data["card"]["id"].as_str().unwrap();
+    tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;
+    let mut text = String::new();
+    let mut steps = Vec::new();
+    let mut requests = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "step" => steps.push(data),
+            "request" => requests.push(data),
+            "end" => break,
+            _ => {}
+        }
+    }
+    assert_eq!(text, "The porch light is on.");
+    assert_eq!(steps[0]["state"], "opened", "{steps:?}");
+    assert_eq!(steps[0]["tools"], house.len());
+    assert_eq!(steps[1]["state"], "allowed", "{steps:?}");
+
+    // First request: the announcing tool and no MCP definition; then the group's definitions.
+    let bodies = model.requests();
+    assert!(bodies[0].raw_body.contains("mcp_server_tools"));
+    assert!(!all.iter().any(|n| bodies[0].raw_body.contains(n.as_str())), "{}", bodies[0].raw_body);
+    assert!(house.iter().all(|n| bodies[1].raw_body.contains(n.as_str())));
+    let others = all.iter().filter(|n| !n.contains("home-assistant"));
+    assert!(others.clone().all(|n| !bodies[1].raw_body.contains(n.as_str())));
+    // Each request recorded what its definitions weighed.
+    assert_eq!(requests[0]["announce"], true);
+    assert_eq!(requests[0]["tools"], 2, "current_date and the announcing tool: {requests:?}");
+    assert_eq!(requests[1]["tools"], 2 + house.len(), "{requests:?}");
+    assert!(requests[1]["toolBytes"].as_u64() > requests[0]["toolBytes"].as_u64());
+}

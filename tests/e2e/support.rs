@@ -123,6 +123,12 @@ impl Server {
         }
     }
 
+    /// The process id (benchmarks read its CPU time from /proc).
+    #[allow(dead_code, reason = "used by benches/turns.rs, which includes this file")]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }

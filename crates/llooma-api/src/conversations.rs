@@ -320,6 +320,7 @@ async fn mcp_turn<'a>(
         .await
         .map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
+    let settings = state.store.tool_settings(account_id).await.map_err(|e| e.to_string())?;
     let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;
     let rules = state.store.consent_rules(account_id).await.map_err(|e| e.to_string())?;
     Ok(McpTurn {
@@ -332,6 +333,7 @@ async fn mcp_turn<'a>(
         account_id: account_id.to_owned(),
         conversation_id: conversation_id.to_owned(),
         turn_id: turn_id.to_owned(),
+        announce: settings.announce_mode,
     })
 }
 

@@ -10,11 +10,13 @@
 
 mod mcp;
 
-pub use mcp::{McpTool, McpTurn};
+pub use mcp::{ANNOUNCE_TOOL, AnnounceCost, McpTool, McpTurn, ToolCost, announce_cost};
 
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::TurnGuard;
-use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall, ToolDefinition};
+use llooma_providers::{
+    ChatEvent, ChatRequest, Message, ProviderClient, ToolCall, ToolDefinition, ToolsSize,
+};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -158,10 +160,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     let mut text = String::new();
     let mut messages = history_messages(request);
     let mut guard = TurnGuard::new();
-    let mut tools = builtin_tools();
-    if let Some(mcp) = mcp {
-        tools.extend(mcp.definitions());
-    }
+    let mut opened = mcp::Opened::new();
     let rounds = request.rounds.max(1);
     let outcome: Result<bool, String> = async {
         for round_number in 1..=rounds {
@@ -169,7 +168,23 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
             // The last round offers no tools: out of rounds, the model answers with what it has.
             if !last {
-                chat = chat.with_tools(tools.clone());
+                let mut tools = builtin_tools();
+                if let Some(mcp) = mcp {
+                    tools.extend(mcp.definitions(&opened));
+                }
+                let size = ToolsSize::of(&tools);
+                // What the definitions cost each request, so announce mode can be judged.
+                sink.event(
+                    "request",
+                    json!({
+                        "round": round_number, "tools": tools.len(),
+                        "toolBytes": size.bytes, "toolTokens": size.estimated_tokens,
+                        "announce": mcp.is_some_and(|m| m.announce),
+                    }),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                chat = chat.with_tools(tools);
             }
             let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
             if round.stopped {
@@ -182,8 +197,12 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
             for call in &round.calls {
                 let run = async {
+                    let announcing = mcp.filter(|m| m.announce && call.name == ANNOUNCE_TOOL);
                     match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
                         Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await,
+                        None if let Some(mcp) = announcing => {
+                            mcp.open(call, &mut opened, sink).await
+                        }
                         None => {
                             let result = run_tool(call, request);
                             sink.event(
