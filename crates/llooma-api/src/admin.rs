@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use llooma_store::{NewProvider, Provider};
+use llooma_store::{InstanceSettings, InstanceSettingsChange, NewProvider, Provider};
 use llooma_types::{AccountView, InstanceSettingsPatch, InstanceSettingsView, ProviderView};
 use llooma_vault::{Secret, SecretContext};
 use serde::Deserialize;
@@ -16,15 +16,36 @@ use crate::session::{Admin, account_view};
 const PROVIDERS_TABLE: &str = "providers";
 const PROVIDER_KEY_COLUMN: &str = "api_key_ciphertext";
 
+fn settings_view(settings: InstanceSettings) -> InstanceSettingsView {
+    InstanceSettingsView {
+        registration_open: settings.registration_open,
+        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
+        web_search_url: settings.web_search_url,
+        system_prompt: settings.system_prompt,
+    }
+}
+
+/// Longest system prompt (default, per model, or a persona's), in bytes.
+pub(crate) const MAX_PROMPT_BYTES: usize = 16 * 1024;
+
+/// An empty text means "none"; a longer one than the cap is refused.
+pub(crate) fn optional_prompt(text: Option<String>) -> Result<Option<Option<String>>, ApiError> {
+    let Some(text) = text else { return Ok(None) };
+    let text = text.trim();
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(ApiError::bad_request(
+            "invalid_prompt",
+            format!("A prompt has at most {MAX_PROMPT_BYTES} bytes; shorten it."),
+        ));
+    }
+    Ok(Some((!text.is_empty()).then(|| text.to_owned())))
+}
+
 pub async fn get_settings(
     State(state): State<AppState>,
     _admin: Admin,
 ) -> Result<Json<InstanceSettingsView>, ApiError> {
-    let settings = state.store.instance_settings().await?;
-    Ok(Json(InstanceSettingsView {
-        registration_open: settings.registration_open,
-        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
-    }))
+    Ok(Json(settings_view(state.store.instance_settings().await?)))
 }
 
 pub async fn patch_settings(
@@ -32,15 +53,31 @@ pub async fn patch_settings(
     Admin(admin): Admin,
     ApiJson(patch): ApiJson<InstanceSettingsPatch>,
 ) -> Result<Json<InstanceSettingsView>, ApiError> {
-    let settings = state
-        .store
-        .update_instance_settings(patch.registration_open, patch.users_can_add_mcp_servers)
-        .await?;
-    tracing::info!(admin = %admin.account.id, ?patch, "instance settings changed");
-    Ok(Json(InstanceSettingsView {
-        registration_open: settings.registration_open,
-        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
-    }))
+    let web_search_url = match patch.web_search_url.as_deref().map(str::trim) {
+        None => None,
+        Some("") => Some(None),
+        Some(address) => {
+            let endpoint = crate::tools::search_endpoint(address)
+                .map_err(|e| ApiError::bad_request("invalid_web_search_url", e.to_string()))?;
+            Some(Some(endpoint.to_string()))
+        }
+    };
+    let change = InstanceSettingsChange {
+        registration_open: patch.registration_open,
+        users_can_add_mcp_servers: patch.users_can_add_mcp_servers,
+        web_search_url,
+        system_prompt: optional_prompt(patch.system_prompt.clone())?,
+    };
+    let settings = state.store.change_instance_settings(change).await?;
+    tracing::info!(
+        admin = %admin.account.id,
+        registration_open = ?patch.registration_open,
+        users_can_add_mcp_servers = ?patch.users_can_add_mcp_servers,
+        web_search_changed = patch.web_search_url.is_some(),
+        system_prompt_changed = patch.system_prompt.is_some(),
+        "instance settings changed"
+    );
+    Ok(Json(settings_view(settings)))
 }
 
 pub async fn list_accounts(

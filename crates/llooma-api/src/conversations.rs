@@ -16,7 +16,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use llooma_core::{McpTurn, SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, run_turn};
+use llooma_core::{
+    BuiltinTools, McpTurn, MemoryBudget, PageReader, PersonaMemory, SinkError, Speaker, TurnEnd,
+    TurnRequest, TurnSink, WebSearch, run_turn,
+};
 use llooma_net::{NetClient, Purpose};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::{Conversation, ConversationPatch, Store};
@@ -29,6 +32,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::session::SignedIn;
+use crate::tools::{NetPageReader, SearxSearch, StoreMemory};
 
 /// How often a watching tab looks at the log even without news from this process (news from
 /// another replica arrives this way).
@@ -62,6 +66,7 @@ pub struct ConversationView {
     provider_id: Option<String>,
     model: Option<String>,
     mcp_enabled: bool,
+    persona_id: Option<String>,
     created_at: String,
     updated_at: String,
 }
@@ -73,6 +78,7 @@ fn view(c: &Conversation) -> ConversationView {
         provider_id: c.provider_id.clone(),
         model: c.model.clone(),
         mcp_enabled: c.mcp_enabled,
+        persona_id: c.persona_id.clone(),
         created_at: llooma_store::ms_to_rfc3339(c.created_at_ms),
         updated_at: llooma_store::ms_to_rfc3339(c.updated_at_ms),
     }
@@ -102,6 +108,7 @@ pub struct NewConversation {
     title: Option<String>,
     provider_id: Option<String>,
     model: Option<String>,
+    persona_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +118,8 @@ pub struct PatchConversation {
     provider_id: Option<String>,
     model: Option<String>,
     mcp_enabled: Option<bool>,
+    /// A persona's id, or an empty string for none.
+    persona_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +145,23 @@ async fn check_provider(state: &AppState, provider_id: Option<&str>) -> Result<(
     Ok(())
 }
 
+/// The persona must be one of the account's own.
+async fn check_persona(
+    state: &AppState,
+    account_id: &str,
+    persona_id: Option<&str>,
+) -> Result<(), ApiError> {
+    if let Some(id) = persona_id
+        && state.store.persona(account_id, id).await?.is_none()
+    {
+        return Err(ApiError::bad_request(
+            "unknown_persona",
+            "There is no such persona; create it under Settings → Personas first.",
+        ));
+    }
+    Ok(())
+}
+
 async fn owned(state: &AppState, signed_in: &SignedIn, id: &str) -> Result<Conversation, ApiError> {
     state.store.conversation(&signed_in.account.id, id).await?.ok_or(ApiError::NotFound)
 }
@@ -148,10 +174,15 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
     let title = clean_title(body.title.as_deref())?;
     check_provider(&state, body.provider_id.as_deref()).await?;
-    let conversation = state
-        .store
-        .create_conversation(&signed_in.account.id, &title, body.provider_id, body.model)
-        .await?;
+    let account_id = &signed_in.account.id;
+    check_persona(&state, account_id, body.persona_id.as_deref()).await?;
+    let mut conversation =
+        state.store.create_conversation(account_id, &title, body.provider_id, body.model).await?;
+    if let Some(persona_id) = body.persona_id {
+        let patch = ConversationPatch { persona_id: Some(Some(persona_id)), ..Default::default() };
+        state.store.update_conversation(account_id, &conversation.id, patch).await?;
+        conversation = owned(&state, &signed_in, &conversation.id).await?;
+    }
     Ok((StatusCode::CREATED, Json(view(&conversation))))
 }
 
@@ -201,11 +232,14 @@ pub async fn patch(
         Some(t) => Some(clean_title(Some(t))?),
         None => None,
     };
+    let persona_id = body.persona_id.map(|p| Some(p).filter(|p| !p.is_empty()));
+    check_persona(&state, &signed_in.account.id, persona_id.clone().flatten().as_deref()).await?;
     let patch = ConversationPatch {
         title,
         provider_id: body.provider_id.map(Some),
         model: body.model.map(Some),
         mcp_enabled: body.mcp_enabled,
+        persona_id,
     };
     state.store.update_conversation(&signed_in.account.id, &id, patch).await?;
     Ok(Json(view(&owned(&state, &signed_in, &id).await?)))
@@ -341,9 +375,23 @@ pub async fn send(
     // Catalogues are sent only where MCP is switched on: no tools offered, no call possible.
     let mcp_on = conversation.mcp_enabled || settings.mcp_everywhere;
     let account_id = signed_in.account.id.clone();
+    let instance = state.store.instance_settings().await?;
+    let persona = match &conversation.persona_id {
+        Some(persona_id) => state.store.persona(&account_id, persona_id).await?,
+        None => None,
+    };
+    let model_prompt = state.store.model_prompt(&provider_id, &model).await?;
+    let descriptions = state.store.tool_wordings(&account_id).await?.into_iter().collect();
+    let system_prompt = llooma_core::system_prompt(
+        instance.system_prompt.as_deref(),
+        model_prompt.as_deref(),
+        persona.as_ref().map(|p| p.prompt.as_str()),
+    );
+    let web_search_url = instance.web_search_url.clone();
+    let memory_persona = persona.filter(|p| p.memory_enabled).map(|p| p.id);
     let request = TurnRequest {
         model,
-        system_prompt: None,
+        system_prompt: Some(system_prompt),
         history,
         rounds: if mcp_on { llooma_core::ROUNDS_WITH_MCP } else { llooma_core::ROUNDS },
         now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
@@ -352,6 +400,26 @@ pub async fn send(
     let task_turn = turn_id.clone();
     tokio::spawn(async move {
         let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
+        let reader = NetPageReader::new(task_state.outbound.clone())
+            .inspect_err(|e| tracing::warn!(error = %e, "page reading is unavailable"))
+            .ok();
+        let search = web_search_url.and_then(|address| {
+            SearxSearch::new(&task_state.outbound, &address)
+                .inspect_err(|e| tracing::warn!(error = %e, "web search is unavailable"))
+                .ok()
+        });
+        let memory_port = StoreMemory { store: task_state.store.clone() };
+        let builtins = BuiltinTools {
+            current_date: true,
+            web_search: search.as_ref().map(|s| s as &dyn WebSearch),
+            read_page: reader.as_ref().map(|r| r as &dyn PageReader),
+            memory: memory_persona.as_deref().map(|persona_id| PersonaMemory {
+                port: &memory_port,
+                persona_id,
+                budget: MemoryBudget::default(),
+            }),
+            descriptions,
+        };
         let end = match provider_client(&task_state, &provider_id).await {
             Ok(provider) if mcp_on => {
                 match mcp_turn(
@@ -363,12 +431,15 @@ pub async fn send(
                 )
                 .await
                 {
-                    Ok(mcp) => run_turn(&provider, &request, Some(&mcp), &sink, stop_rx).await,
+                    Ok(mcp) => {
+                        run_turn(&provider, &request, &builtins, Some(&mcp), &sink, stop_rx).await
+                    }
                     Err(error) => TurnEnd::Failed { text: String::new(), error },
                 }
             }
             Ok(provider) => {
-                run_turn(&provider, &request, None::<&McpTurn<'_, Store>>, &sink, stop_rx).await
+                let no_mcp = None::<&McpTurn<'_, Store>>;
+                run_turn(&provider, &request, &builtins, no_mcp, &sink, stop_rx).await
             }
             Err(error) => TurnEnd::Failed { text: String::new(), error },
         };

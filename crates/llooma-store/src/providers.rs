@@ -64,6 +64,7 @@ impl Store {
             api_key_ciphertext: Set(new.api_key_ciphertext),
             created_at_ms: Set(now),
             updated_at_ms: Set(now),
+            models_json: Set(None),
         };
         match model.insert(&self.db).await {
             Ok(model) => Ok(from_model(model)),
