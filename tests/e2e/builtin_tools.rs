@@ -406,3 +406,68 @@ async fn the_memory_guard_refuses_a_write_after_an_mcp_answer_in_the_same_turn()
     let notes = tab.get(&format!("/api/v1/personas/{persona_id}/memory")).await;
     assert_eq!(notes.json[0]["content"], "Invoices go to Bob.");
 }
+
+#[tokio::test]
+async fn models_are_listed_from_the_provider_beside_the_declared_ones() {
+    let model = FakeModel::builder().models(["llama-3-8b", "qwen-2"]).start().await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    let listed = tab
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "local", "baseUrl": model.base_url(), "models": ["qwen-2", " tuned-7b "]}),
+        )
+        .await;
+    assert_eq!(listed.status, 201, "{listed:?}");
+    assert_eq!(listed.json["declaredModels"], json!(["qwen-2", "tuned-7b"]));
+    // A provider the policy does not let the server reach: its declared models still count.
+    let away = tab
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "away", "baseUrl": "http://127.0.0.2:9/v1", "apiKey": "sk-away-secret"}),
+        )
+        .await;
+    let away_id = away.json["id"].as_str().unwrap().to_owned();
+    let declared = tab
+        .send(
+            "PUT",
+            &format!("/api/v1/admin/providers/{away_id}/models"),
+            Some(json!({"models": ["gpt-x"]})),
+        )
+        .await;
+    assert_eq!(declared.json["declaredModels"], json!(["gpt-x"]));
+    let bad = tab
+        .send(
+            "PUT",
+            &format!("/api/v1/admin/providers/{away_id}/models"),
+            Some(json!({"models": [""]})),
+        )
+        .await;
+    assert_eq!(bad.json["error"], "invalid_models");
+
+    // Anyone signed in may choose from them.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut member = server.tab();
+    member.register("member", PASSWORD).await;
+    let models = member.get("/api/v1/models").await;
+    assert_eq!(models.status, 200, "{models:?}");
+    let by_name = |name: &str| {
+        models.json.as_array().unwrap().iter().find(|p| p["providerName"] == name).unwrap().clone()
+    };
+    let local = by_name("local");
+    assert_eq!(
+        local["models"],
+        json!([
+            {"id": "llama-3-8b", "source": "provider"},
+            {"id": "qwen-2", "source": "provider"},
+            {"id": "tuned-7b", "source": "declared"}
+        ])
+    );
+    assert_eq!(local["listError"], Value::Null);
+    let away = by_name("away");
+    assert_eq!(away["models"], json!([{"id": "gpt-x", "source": "declared"}]));
+    assert!(away["listError"].as_str().unwrap().contains("did not list its models"));
+    assert!(!models.text.contains("sk-away-secret") && !models.text.contains("127.0.0.2"));
+}

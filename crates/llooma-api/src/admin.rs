@@ -93,6 +93,7 @@ fn provider_view(provider: &Provider) -> ProviderView {
         name: provider.name.clone(),
         base_url: provider.base_url.clone(),
         has_key: provider.api_key_ciphertext.is_some(),
+        declared_models: provider.declared_models.clone(),
         created_at: llooma_store::ms_to_rfc3339(provider.created_at_ms),
     }
 }
@@ -103,6 +104,54 @@ pub struct NewProviderRequest {
     name: String,
     base_url: String,
     api_key: Option<Secret>,
+    /// Models to offer beside those the provider lists.
+    #[serde(default)]
+    models: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderModelsRequest {
+    models: Vec<String>,
+}
+
+const MAX_DECLARED_MODELS: usize = 100;
+
+/// Model names as the provider spells them: trimmed, each 1 to 200 bytes, no repeats.
+fn clean_models(models: Vec<String>) -> Result<Vec<String>, ApiError> {
+    if models.len() > MAX_DECLARED_MODELS {
+        return Err(ApiError::bad_request(
+            "invalid_models",
+            format!("At most {MAX_DECLARED_MODELS} models can be declared for a provider."),
+        ));
+    }
+    let mut clean: Vec<String> = Vec::with_capacity(models.len());
+    for model in models {
+        let model = model.trim();
+        if model.is_empty() || model.len() > 200 {
+            return Err(ApiError::bad_request(
+                "invalid_models",
+                "Each model name has 1 to 200 bytes, spelled as the provider expects it.",
+            ));
+        }
+        if !clean.iter().any(|m| m == model) {
+            clean.push(model.to_owned());
+        }
+    }
+    Ok(clean)
+}
+
+/// `PUT /api/v1/admin/providers/{id}/models`: the models declared for a provider.
+pub async fn set_provider_models(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ProviderModelsRequest>,
+) -> Result<Json<ProviderView>, ApiError> {
+    let models = clean_models(body.models)?;
+    state.store.set_provider_models(&id, &models).await?;
+    let provider = state.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(provider_view(&provider)))
 }
 
 #[derive(Deserialize)]
@@ -160,8 +209,13 @@ pub async fn create_provider(
         Some(key) => Some(encrypt_key(&state, &id, &key)?),
         None => None,
     };
-    let provider =
+    let models = clean_models(body.models)?;
+    let mut provider =
         state.store.create_provider(NewProvider { id, name, base_url, api_key_ciphertext }).await?;
+    if !models.is_empty() {
+        state.store.set_provider_models(&provider.id, &models).await?;
+        provider.declared_models = models;
+    }
     Ok((StatusCode::CREATED, Json(provider_view(&provider))))
 }
 

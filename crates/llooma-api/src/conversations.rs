@@ -283,7 +283,10 @@ impl TurnSink for LogSink {
     }
 }
 
-async fn provider_client(state: &AppState, provider_id: &str) -> Result<ProviderClient, String> {
+pub(crate) async fn provider_client(
+    state: &AppState,
+    provider_id: &str,
+) -> Result<ProviderClient, String> {
     let provider =
         state.store.provider(provider_id).await.map_err(|e| e.to_string())?.ok_or_else(|| {
             "the conversation's model provider was removed; choose another model".to_owned()
@@ -538,4 +541,67 @@ pub async fn events(
         },
     );
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelChoice {
+    id: String,
+    /// `provider` (listed by the provider) or `declared` (by an administrator).
+    source: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderModels {
+    provider_id: String,
+    provider_name: String,
+    models: Vec<ModelChoice>,
+    /// Why the provider's own list is missing (it did not answer, refused the key, ...).
+    list_error: Option<String>,
+}
+
+/// `GET /api/v1/models`: for each provider, the models it lists (`GET {base}/models`) and
+/// those an administrator declared, to choose a conversation's model from.
+pub async fn models(
+    State(state): State<AppState>,
+    _signed_in: SignedIn,
+) -> Result<Json<Vec<ProviderModels>>, ApiError> {
+    let providers = state.store.list_providers().await?;
+    let lists = futures::future::join_all(providers.iter().map(|p| {
+        let state = &state;
+        async move {
+            let client = provider_client(state, &p.id).await?;
+            client.list_models().await.map_err(|e| e.to_string())
+        }
+    }))
+    .await;
+    let mut answer = Vec::with_capacity(providers.len());
+    for (provider, listed) in providers.into_iter().zip(lists) {
+        let (listed, list_error) = match listed {
+            Ok(models) => (models.into_iter().map(|m| m.id).collect(), None),
+            Err(error) => {
+                // The detail (which may quote the provider) is for the operator's log.
+                tracing::warn!(provider = %provider.id, %error, "listing a provider's models failed");
+                let message = "The provider did not list its models (it may be down, or refuse \
+                               the key); an administrator can check it. Declared models are \
+                               still offered.";
+                (Vec::new(), Some(message.to_owned()))
+            }
+        };
+        let mut models: Vec<ModelChoice> =
+            listed.into_iter().map(|id| ModelChoice { id, source: "provider" }).collect();
+        for id in provider.declared_models {
+            if !models.iter().any(|m| m.id == id) {
+                models.push(ModelChoice { id, source: "declared" });
+            }
+        }
+        answer.push(ProviderModels {
+            provider_id: provider.id,
+            provider_name: provider.name,
+            models,
+            list_error,
+        });
+    }
+    Ok(Json(answer))
 }

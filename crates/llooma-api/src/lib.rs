@@ -120,6 +120,8 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))
         .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))
         .route("/admin/providers/{id}/key", put(admin::set_provider_key))
+        .route("/admin/providers/{id}/models", put(admin::set_provider_models))
+        .route("/models", get(conversations::models))
         .route("/mcp/servers", get(mcp::list_servers).post(mcp::add_server))
         .route("/mcp/servers/test", post(mcp::test_server))
         .route(

@@ -99,6 +99,9 @@ pub struct ProviderView {
     pub name: String,
     pub base_url: String,
     pub has_key: bool,
+    /// Models the administrator declared, offered beside those the provider lists.
+    #[serde(default)]
+    pub declared_models: Vec<String>,
     pub created_at: String,
 }
 
