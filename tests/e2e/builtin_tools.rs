@@ -471,3 +471,54 @@ async fn models_are_listed_from_the_provider_beside_the_declared_ones() {
     assert!(away["listError"].as_str().unwrap().contains("did not list its models"));
     assert!(!models.text.contains("sk-away-secret") && !models.text.contains("127.0.0.2"));
 }
+
+#[tokio::test]
+async fn choices_appear_as_buttons_end_the_turn_and_the_pick_is_the_next_message() {
+    let model = FakeModel::start([
+        Reply::tool_call(
+            "offer_choices",
+            json!({"question": "Which city?", "options": ["Bern", "Basel", "Biel"]}),
+        ),
+        Reply::text("Basel it is."),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id, _) = conversation(&server, &model, json!({})).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "plan a trip"}))
+        .await;
+    let mut choices = None;
+    loop {
+        let (name, data) = events.next().await;
+        if name == "choices" {
+            choices = Some(data.clone());
+        }
+        if name == "end" {
+            assert_eq!(data["state"], "done");
+            break;
+        }
+    }
+    let choices = choices.expect("a choices event");
+    assert_eq!(choices["question"], "Which city?");
+    assert_eq!(choices["options"], json!(["Bern", "Basel", "Biel"]));
+    assert_eq!(model.requests().len(), 1, "the turn waits for the person instead of asking again");
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
+    assert_eq!(detail.json["messages"][1]["content"], "Which city?", "the question is kept");
+
+    // The person's pick is their next message.
+    let (text, _, _) = turn(&mut tab, &id, &mut events, "Basel").await;
+    assert_eq!(text, "Basel it is.");
+    let last_user = model.chat_bodies()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .clone();
+    assert_eq!(last_user, "Basel");
+    let messages = model.chat_bodies()[1]["messages"].as_array().unwrap().clone();
+    assert!(messages.iter().any(|m| m["role"] == "assistant" && m["content"] == "Which city?"));
+}

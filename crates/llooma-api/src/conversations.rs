@@ -313,8 +313,10 @@ async fn mcp_turn<'a>(
     conversation_id: &str,
     turn_id: &str,
     provider: &ProviderClient,
+    builtin_tools: usize,
 ) -> Result<McpTurn<'a, Store>, String> {
-    let tools = crate::mcp::offered_tools(state, account_id, provider.max_tools_per_request())
+    let cap = provider.max_tools_per_request();
+    let tools = crate::mcp::offered_tools(state, account_id, cap, builtin_tools)
         .await
         .map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
@@ -421,6 +423,7 @@ pub async fn send(
                 persona_id,
                 budget: MemoryBudget::default(),
             }),
+            choices: true,
             descriptions,
         };
         let end = match provider_client(&task_state, &provider_id).await {
@@ -431,6 +434,7 @@ pub async fn send(
                     &sink.conversation_id,
                     &task_turn,
                     &provider,
+                    builtins.names().len(),
                 )
                 .await
                 {

@@ -666,6 +666,7 @@ pub(crate) async fn offered_tools(
     state: &AppState,
     account_id: &str,
     provider_cap: usize,
+    builtin_tools: usize,
 ) -> Result<Vec<llooma_core::McpTool>, ApiError> {
     let loaded = load_account(state, account_id).await?;
     let names = name_table(&loaded, None)?;
@@ -682,7 +683,7 @@ pub(crate) async fn offered_tools(
     let limits = Limits {
         budget: usize::try_from(settings.tool_budget).unwrap_or(usize::MAX),
         provider_cap: Some(provider_cap),
-        builtin_tools: 1,
+        builtin_tools,
     };
     let outcome = select_tools(&servers, &limits);
     let mut tools = Vec::new();

@@ -17,8 +17,8 @@ mod tools;
 pub use mcp::{McpTool, McpTurn};
 pub use tools::{
     APP_TOOLS, BuiltinTools, CURRENT_DATE, FetchedPage, MAX_PAGE_CHARS, MAX_SEARCH_RESULTS,
-    MEMORY_FORGET, MEMORY_READ, MEMORY_WRITE, MemoryBudget, MemoryEntry, MemoryPort, PageReader,
-    PersonaMemory, PortFuture, READ_PAGE, SearchHit, ToolError, WEB_SEARCH, WebSearch,
+    MEMORY_FORGET, MEMORY_READ, MEMORY_WRITE, MemoryBudget, MemoryEntry, MemoryPort, OFFER_CHOICES,
+    PageReader, PersonaMemory, PortFuture, READ_PAGE, SearchHit, ToolError, WEB_SEARCH, WebSearch,
     default_description,
 };
 
@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 /// Where a turn reports what happens, in order. Each event has a kind (`text`, `reasoning`,
-/// `error`, `end`) and a JSON payload.
+/// `step`, `approval`, `choices`; the caller adds `start`, `error`, `end`) and a JSON payload.
 pub trait TurnSink: Send + Sync {
     fn event(
         &self,
@@ -201,12 +201,33 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             }
             let content = (!round.text.is_empty()).then(|| round.text.clone());
             messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
+            let mut awaiting_choice = false;
             for call in &round.calls {
+                // Once buttons are shown, the person answers next: the turn ends this round.
+                awaiting_choice |= builtins.choices && call.name == OFFER_CHOICES;
                 let result = match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
                     Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await?,
                     None => builtins.run(call, request, &mut guard, sink).await?,
                 };
                 messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
+            }
+            if awaiting_choice {
+                // A reply that is only buttons keeps its question as text, so the conversation
+                // (and the model, next turn) knows what the pick answers.
+                if text.is_empty()
+                    && let Some(question) = round
+                        .calls
+                        .iter()
+                        .filter(|c| c.name == OFFER_CHOICES)
+                        .find_map(|c| serde_json::from_str::<Value>(&c.arguments_json).ok())
+                        .and_then(|a| a.get("question").and_then(Value::as_str).map(str::to_owned))
+                {
+                    text.push_str(&question);
+                    sink.event("text", json!({ "delta": question }))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                return Ok(false);
             }
         }
         Ok(false)

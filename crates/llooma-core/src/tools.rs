@@ -24,10 +24,16 @@ pub const READ_PAGE: &str = "read_page";
 pub const MEMORY_READ: &str = "memory_read";
 pub const MEMORY_WRITE: &str = "memory_write";
 pub const MEMORY_FORGET: &str = "memory_forget";
+pub const OFFER_CHOICES: &str = "offer_choices";
 
 /// The app's own tools whose wording a person may rewrite (Settings → Prompts).
-pub const APP_TOOLS: [&str; 6] =
-    [CURRENT_DATE, WEB_SEARCH, READ_PAGE, MEMORY_READ, MEMORY_WRITE, MEMORY_FORGET];
+pub const APP_TOOLS: [&str; 7] =
+    [CURRENT_DATE, WEB_SEARCH, READ_PAGE, MEMORY_READ, MEMORY_WRITE, MEMORY_FORGET, OFFER_CHOICES];
+
+/// Fewest and most buttons `offer_choices` shows.
+pub const CHOICES: std::ops::RangeInclusive<usize> = 2..=6;
+/// Longest button label, in characters.
+pub const MAX_CHOICE_CHARS: usize = 80;
 
 /// The description the model reads for an app tool unless the person rewrote it.
 pub fn default_description(tool: &str) -> Option<&'static str> {
@@ -50,6 +56,11 @@ pub fn default_description(tool: &str) -> Option<&'static str> {
              person told you and would want kept. One fact per note."
         }
         MEMORY_FORGET => "Forget one saved note, by the id memory_read shows.",
+        OFFER_CHOICES => {
+            "Show the person a question with 2 to 6 short answers as buttons, when a choice \
+             between a few options is the clearest next step. Their pick arrives as their next \
+             message; end your reply after calling this."
+        }
         _ => return None,
     })
 }
@@ -158,6 +169,8 @@ pub struct BuiltinTools<'a> {
     pub web_search: Option<&'a dyn WebSearch>,
     pub read_page: Option<&'a dyn PageReader>,
     pub memory: Option<PersonaMemory<'a>>,
+    /// Buttons in the web page (`offer_choices`). Never for bots: nobody there has buttons.
+    pub choices: bool,
     /// The person's own wording of app tools (Settings → Prompts), by tool name.
     pub descriptions: BTreeMap<String, String>,
 }
@@ -188,6 +201,9 @@ impl<'a> BuiltinTools<'a> {
         }
         if self.memory.is_some() {
             names.extend([MEMORY_READ, MEMORY_WRITE, MEMORY_FORGET]);
+        }
+        if self.choices {
+            names.push(OFFER_CHOICES);
         }
         names
     }
@@ -238,6 +254,20 @@ impl<'a> BuiltinTools<'a> {
                 Some(memory) => run_memory(memory, &call.name, &arguments, guard).await,
                 None => Outcome::unknown(&call.name),
             },
+            OFFER_CHOICES if self.choices => match choices(&arguments) {
+                Ok((question, options)) => {
+                    let shown =
+                        json!({ "callId": call.id, "question": question, "options": options });
+                    sink.event("choices", shown).await.map_err(|e| e.to_string())?;
+                    Outcome::done(
+                        "The person now sees these choices as buttons; their pick arrives as \
+                         their next message. Do not choose for them."
+                            .into(),
+                        json!({ "question": question, "options": options }),
+                    )
+                }
+                Err(problem) => Outcome::failed(problem),
+            },
             other => Outcome::unknown(other),
         };
         let mut step = json!({ "tool": call.name, "state": outcome.state });
@@ -272,6 +302,20 @@ impl Outcome {
 
 fn parameters(name: &str) -> Value {
     match name {
+        OFFER_CHOICES => json!({
+            "type": "object",
+            "properties": {
+                "question": { "type": "string", "description": "What the person is asked." },
+                "options": {
+                    "type": "array",
+                    "items": { "type": "string" },
+                    "minItems": 2,
+                    "maxItems": 6,
+                    "description": "The answers, each a short label.",
+                },
+            },
+            "required": ["question", "options"],
+        }),
         WEB_SEARCH => json!({
             "type": "object",
             "properties": { "query": { "type": "string", "description": "What to search for." } },
@@ -294,6 +338,30 @@ fn parameters(name: &str) -> Value {
         }),
         _ => json!({ "type": "object", "properties": {} }),
     }
+}
+
+/// The question and labels of an `offer_choices` call, or what is wrong with them.
+fn choices(arguments: &Value) -> Result<(String, Vec<String>), String> {
+    let question = string_argument(arguments, "question").unwrap_or_default();
+    let options: Vec<String> = arguments
+        .get("options")
+        .and_then(Value::as_array)
+        .map(|items| items.iter().filter_map(Value::as_str).map(|o| o.trim().to_owned()).collect())
+        .unwrap_or_default();
+    let fits = |o: &String| !o.is_empty() && o.chars().count() <= MAX_CHOICE_CHARS;
+    if question.is_empty()
+        || question.chars().count() > 500
+        || !CHOICES.contains(&options.len())
+        || !options.iter().all(fits)
+    {
+        return Err(format!(
+            "Nothing was shown: offer_choices needs a `question` (up to 500 characters) and \
+             {} to {} `options`, each 1 to {MAX_CHOICE_CHARS} characters.",
+            CHOICES.start(),
+            CHOICES.end()
+        ));
+    }
+    Ok((question.to_owned(), options))
 }
 
 fn string_argument<'v>(arguments: &'v Value, name: &str) -> Option<&'v str> {
@@ -715,6 +783,43 @@ mod tests {
         let (result, step) = run(&tools, call(MEMORY_READ, json!({})), &mut guard).await;
         assert_eq!(result, "Nothing is remembered yet.");
         assert_eq!(step["state"], "done");
+    }
+
+    #[tokio::test]
+    async fn choices_are_shown_as_an_event_and_bad_ones_are_refused() {
+        #[derive(Default)]
+        struct Everything(Mutex<Vec<(String, Value)>>);
+        impl TurnSink for Everything {
+            async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
+                self.0.lock().unwrap().push((kind.to_owned(), data));
+                Ok(())
+            }
+        }
+        let tools = BuiltinTools { choices: true, ..Default::default() };
+        let sink = Everything::default();
+        let asked =
+            call(OFFER_CHOICES, json!({"question": "Which city?", "options": ["Bern", " Basel "]}));
+        let result = tools.run(&asked, &request(), &mut TurnGuard::new(), &sink).await.unwrap();
+        assert!(result.contains("their pick arrives as their next message"), "{result}");
+        let events = sink.0.lock().unwrap().clone();
+        assert_eq!(events[0].0, "choices");
+        assert_eq!(events[0].1["options"], json!(["Bern", "Basel"]));
+        assert_eq!(events[0].1["callId"], "c1");
+        assert_eq!(events[1].0, "step");
+
+        for bad in [
+            json!({"question": "Which?", "options": ["only one"]}),
+            json!({"question": "", "options": ["a", "b"]}),
+            json!({"question": "Which?", "options": ["a", "x".repeat(81)]}),
+        ] {
+            let (result, step) = run(&tools, call(OFFER_CHOICES, bad), &mut TurnGuard::new()).await;
+            assert!(result.starts_with("Nothing was shown"), "{result}");
+            assert_eq!(step["state"], "failed");
+        }
+        // Not offered (a bot's turn): the call is answered, nothing is shown.
+        let none = BuiltinTools::date_only();
+        let (result, _) = run(&none, asked, &mut TurnGuard::new()).await;
+        assert!(result.contains("no tool named `offer_choices`"), "{result}");
     }
 
     #[test]
