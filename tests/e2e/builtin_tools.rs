@@ -522,3 +522,94 @@ async fn choices_appear_as_buttons_end_the_turn_and_the_pick_is_the_next_message
     let messages = model.chat_bodies()[1]["messages"].as_array().unwrap().clone();
     assert!(messages.iter().any(|m| m["role"] == "assistant" && m["content"] == "Which city?"));
 }
+
+#[tokio::test]
+async fn chosen_resources_and_prompts_join_the_message_wrapped_and_the_model_reads_listed_resources()
+ {
+    let Some(peer) = crate::peers::everything() else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    let persona =
+        tab.post("/api/v1/personas", json!({"name": "Clerk", "memoryEnabled": true})).await;
+    let persona_id = persona.json["id"].as_str().unwrap().to_owned();
+    let (_, id, _) = conversation_as(&mut tab, &model, json!({"personaId": persona_id})).await;
+    let added = tab
+        .post("/api/v1/mcp/servers", json!({"label": "Everything", "address": peer.url()}))
+        .await;
+    let server_id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let features = "demo://resource/static/document/features.md";
+
+    // Chosen by the person (MCP switch off: choosing is explicit), read before the model is
+    // asked, wrapped, and memory is closed for the turn.
+    model.push(Reply::tool_call("memory_write", json!({"content": "from the document"})));
+    model.push(Reply::text("Read them."));
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    let sent = tab
+        .post(
+            &format!("/api/v1/conversations/{id}/messages"),
+            json!({
+                "content": "summarise these",
+                "resources": [{"serverId": server_id, "uri": features}],
+                "prompts": [{"serverId": server_id, "name": "args-prompt", "arguments": {"city": "Bern"}}]
+            }),
+        )
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let mut steps = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        if name == "step" {
+            steps.push(data);
+        } else if name == "end" {
+            break;
+        }
+    }
+    assert_eq!(steps[0]["attached"], "resource");
+    assert_eq!(steps[0]["uri"], features);
+    assert_eq!(steps[1]["attached"], "prompt");
+    assert_eq!(steps[2]["state"], "refused", "memory closed by the attachments: {}", steps[2]);
+    let body = &model.chat_bodies()[0];
+    let user =
+        body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap();
+    let user = user["content"].as_str().unwrap();
+    assert!(user.starts_with("summarise these"), "{user}");
+    assert!(
+        user.contains("Everything Server - Features") && user.contains("What's weather in Bern?"),
+        "{user}"
+    );
+    assert!(user.contains("untrusted"), "labelled as server-written: {user}");
+    assert!(!offered(&model, 0).iter().any(|t| t.starts_with("mcp_")), "switch off: no MCP tools");
+
+    // A server that is not the person's is refused before anything runs.
+    let foreign = tab
+        .post(
+            &format!("/api/v1/conversations/{id}/messages"),
+            json!({"content": "x", "resources": [{"serverId": "nope", "uri": features}]}),
+        )
+        .await;
+    assert_eq!(foreign.json["error"], "unknown_mcp_server", "{foreign:?}");
+
+    // With MCP on, the model lists and reads resources itself; only listed ones can be read.
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    model.push(Reply::tool_call("mcp_resource_list", json!({})));
+    model.push(Reply::tool_call("mcp_resource_read", json!({"uri": features})));
+    model.push(Reply::tool_call("mcp_resource_read", json!({"uri": "file:///etc/passwd"})));
+    model.push(Reply::text("Done reading."));
+    let (text, steps, _) = turn(&mut tab, &id, &mut events, "look around").await;
+    assert_eq!(text, "Done reading.");
+    assert!(offered(&model, 2).contains(&"mcp_resource_read".to_owned()));
+    assert!(last_tool_result(&model, 3).contains(features), "the list names it");
+    let read = last_tool_result(&model, 4);
+    assert!(read.contains("Everything Server - Features") && read.contains("untrusted"), "{read}");
+    assert_eq!(steps[1]["state"], "done");
+    assert_eq!(steps[1]["server"], "Everything");
+    assert_eq!(steps[2]["state"], "failed");
+    assert!(last_tool_result(&model, 5).contains("No server lists a resource"));
+}

@@ -17,8 +17,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use llooma_core::{
-    BuiltinTools, McpTurn, MemoryBudget, PageReader, PersonaMemory, SinkError, Speaker, TurnEnd,
-    TurnRequest, TurnSink, WebSearch, run_turn,
+    Attachment, AttachmentKind, BuiltinTools, McpTurn, MemoryBudget, PageReader, PersonaMemory,
+    SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, WebSearch, run_turn,
 };
 use llooma_net::{NetClient, Purpose};
 use llooma_providers::{ProviderClient, ProviderConfig};
@@ -126,6 +126,91 @@ pub struct PatchConversation {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewMessage {
     content: String,
+    /// Resources the person chose (`@`): they join the message as labelled blocks.
+    #[serde(default)]
+    resources: Vec<ChosenResource>,
+    /// Prompts the person chose (`/`), with their arguments.
+    #[serde(default)]
+    prompts: Vec<ChosenPrompt>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChosenResource {
+    server_id: String,
+    uri: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChosenPrompt {
+    server_id: String,
+    name: String,
+    #[serde(default)]
+    arguments: std::collections::BTreeMap<String, String>,
+}
+
+/// Most resources and prompts one message brings.
+const MAX_ATTACHMENTS: usize = 5;
+
+/// A chosen resource or prompt with the server to ask for it.
+struct Chosen {
+    label: String,
+    address: String,
+    token: Option<llooma_vault::Secret>,
+    what: ChosenWhat,
+}
+
+enum ChosenWhat {
+    Resource(String),
+    Prompt(String, std::collections::BTreeMap<String, String>),
+}
+
+/// Reads what the person chose. A failure is a step; the turn goes on without it.
+async fn read_chosen(state: &AppState, chosen: Vec<Chosen>, sink: &LogSink) -> Vec<Attachment> {
+    let mut attachments = Vec::new();
+    for c in chosen {
+        let read = async {
+            let session = state.mcp.connect(&c.address, c.token.as_ref()).await?;
+            let text = match &c.what {
+                ChosenWhat::Resource(uri) => session.read_resource(uri).await.map(|r| {
+                    r.contents.iter().map(|i| i.describe()).collect::<Vec<_>>().join("\n")
+                }),
+                ChosenWhat::Prompt(name, arguments) => {
+                    session.get_prompt(name, arguments).await.map(|p| {
+                        p.messages
+                            .iter()
+                            .map(|m| format!("[{}] {}", m.role, m.content.describe()))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                }
+            };
+            session.close().await;
+            text
+        }
+        .await;
+        let kind = match &c.what {
+            ChosenWhat::Resource(uri) => AttachmentKind::Resource { uri: uri.clone() },
+            ChosenWhat::Prompt(name, _) => AttachmentKind::Prompt { name: name.clone() },
+        };
+        match read {
+            Ok(text) => attachments.push(Attachment { server_label: c.label, kind, text }),
+            Err(err) => {
+                let (attached, key, value) = match kind {
+                    AttachmentKind::Resource { uri } => ("resource", "uri", uri),
+                    AttachmentKind::Prompt { name } => ("prompt", "name", name),
+                };
+                let mut step = serde_json::json!({
+                    "mcp": true, "server": c.label, "attached": attached, "state": "failed",
+                    "error": err.to_string(),
+                });
+                step[key] = Value::String(value);
+                let _ = sink.event("step", step).await;
+            }
+        }
+    }
+    attachments
 }
 
 fn clean_title(title: Option<&str>) -> Result<String, ApiError> {
@@ -316,14 +401,18 @@ async fn mcp_turn<'a>(
     builtin_tools: usize,
 ) -> Result<McpTurn<'a, Store>, String> {
     let cap = provider.max_tools_per_request();
-    let tools = crate::mcp::offered_tools(state, account_id, cap, builtin_tools)
-        .await
-        .map_err(|e| e.to_string())?;
+    let resources =
+        crate::mcp::offered_resources(state, account_id).await.map_err(|e| e.to_string())?;
+    // The two resource tools count against the provider's cap like the app's own.
+    let own = builtin_tools + if resources.is_empty() { 0 } else { 2 };
+    let tools =
+        crate::mcp::offered_tools(state, account_id, cap, own).await.map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
     let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;
     let rules = state.store.consent_rules(account_id).await.map_err(|e| e.to_string())?;
     Ok(McpTurn {
         tools,
+        resources,
         client: &state.mcp,
         broker: &state.broker,
         mode,
@@ -359,6 +448,28 @@ pub async fn send(
             "Choose a model for this conversation first (an administrator adds model providers).",
         ));
     };
+    if body.resources.len() + body.prompts.len() > MAX_ATTACHMENTS {
+        return Err(ApiError::bad_request(
+            "too_many_attachments",
+            format!("A message brings at most {MAX_ATTACHMENTS} resources and prompts."),
+        ));
+    }
+    let mut chosen = Vec::new();
+    for r in body.resources {
+        let (label, address, token) =
+            crate::mcp::active_server(&state, &signed_in.account.id, &r.server_id).await?;
+        chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(r.uri) });
+    }
+    for p in body.prompts {
+        let (label, address, token) =
+            crate::mcp::active_server(&state, &signed_in.account.id, &p.server_id).await?;
+        chosen.push(Chosen {
+            label,
+            address,
+            token,
+            what: ChosenWhat::Prompt(p.name, p.arguments),
+        });
+    }
     let turn_id = state.store.start_turn(&id).await?;
     state.store.add_message(&id, "user", content, Some(&turn_id)).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -394,17 +505,19 @@ pub async fn send(
     );
     let web_search_url = instance.web_search_url.clone();
     let memory_persona = persona.filter(|p| p.memory_enabled).map(|p| p.id);
-    let request = TurnRequest {
+    let mut request = TurnRequest {
         model,
         system_prompt: Some(system_prompt),
         history,
         rounds: if mcp_on { llooma_core::ROUNDS_WITH_MCP } else { llooma_core::ROUNDS },
         now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        attachments: Vec::new(),
     };
     let task_state = state.clone();
     let task_turn = turn_id.clone();
     tokio::spawn(async move {
         let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
+        request.attachments = read_chosen(&task_state, chosen, &sink).await;
         let reader = NetPageReader::new(task_state.outbound.clone())
             .inspect_err(|e| tracing::warn!(error = %e, "page reading is unavailable"))
             .ok();

@@ -712,3 +712,49 @@ pub(crate) async fn offered_tools(
     }
     Ok(tools)
 }
+
+/// The resources the account's active servers list in their snapshots, for
+/// `mcp_resource_list` / `mcp_resource_read` (no network: the snapshot says what there is).
+pub(crate) async fn offered_resources(
+    state: &AppState,
+    account_id: &str,
+) -> Result<Vec<llooma_core::McpResource>, ApiError> {
+    let mut resources = Vec::new();
+    for loaded in load_account(state, account_id).await? {
+        if !loaded.server.is_active() || loaded.snapshot.resources.is_empty() {
+            continue;
+        }
+        let token = decrypt_token(state, &loaded.server)?;
+        for r in &loaded.snapshot.resources {
+            resources.push(llooma_core::McpResource {
+                server_label: loaded.server.label.clone(),
+                server_address: loaded.server.address.clone(),
+                token: token.clone(),
+                uri: r.uri.clone(),
+                name: r.name.clone(),
+                description: r.description.clone(),
+                mime_type: r.mime_type.clone(),
+            });
+        }
+    }
+    Ok(resources)
+}
+
+/// One of the account's servers that may be asked now: (label, address, token).
+pub(crate) async fn active_server(
+    state: &AppState,
+    account_id: &str,
+    server_id: &str,
+) -> Result<(String, String, Option<Secret>), ApiError> {
+    let server = state.store.mcp_server(account_id, server_id).await?.ok_or_else(|| {
+        ApiError::bad_request("unknown_mcp_server", "There is no such MCP server in your settings.")
+    })?;
+    if !server.is_active() {
+        return Err(ApiError::bad_request(
+            "mcp_server_off",
+            format!("The MCP server {} is switched off or suspended.", server.label),
+        ));
+    }
+    let token = decrypt_token(state, &server)?;
+    Ok((server.label, server.address, token))
+}

@@ -14,7 +14,7 @@ pub mod html;
 mod mcp;
 mod tools;
 
-pub use mcp::{McpTool, McpTurn};
+pub use mcp::{McpResource, McpTool, McpTurn, RESOURCE_LIST, RESOURCE_READ};
 pub use tools::{
     APP_TOOLS, BuiltinTools, CURRENT_DATE, FetchedPage, MAX_PAGE_CHARS, MAX_SEARCH_RESULTS,
     MEMORY_FORGET, MEMORY_READ, MEMORY_WRITE, MemoryBudget, MemoryEntry, MemoryPort, OFFER_CHOICES,
@@ -23,7 +23,7 @@ pub use tools::{
 };
 
 use llooma_approval_broker::ApprovalPort;
-use llooma_memory_guard::TurnGuard;
+use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -61,6 +61,28 @@ pub struct TurnRequest {
     pub rounds: usize,
     /// The time `current_date` reports (passed in, so a turn is reproducible in tests).
     pub now_rfc3339: String,
+    /// Resources and prompts the person chose (`@`, `/`), already read from their servers:
+    /// they join the person's message as labelled blocks, and count as MCP answers (memory
+    /// closes for the turn).
+    pub attachments: Vec<Attachment>,
+}
+
+/// Server-written text the person chose to bring into the turn.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Attachment {
+    pub server_label: String,
+    pub kind: AttachmentKind,
+    /// The text as the server wrote it (wrapped by the engine, not by the caller).
+    pub text: String,
+}
+
+/// What an [`Attachment`] is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttachmentKind {
+    /// A resource, by its address.
+    Resource { uri: String },
+    /// A prompt, by its name.
+    Prompt { name: String },
 }
 
 /// The system prompt when the administrator wrote none.
@@ -123,6 +145,41 @@ fn history_messages(request: &TurnRequest) -> Vec<Message> {
     messages
 }
 
+/// Wraps the person's chosen resources and prompts and adds them to their message, each as a
+/// labelled block the server cannot escape; each is a step of the timeline.
+async fn attach<S: TurnSink>(
+    request: &TurnRequest,
+    messages: &mut [Message],
+    guard: &mut TurnGuard,
+    sink: &S,
+) -> Result<(), String> {
+    let Some(Message::User { content }) =
+        messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
+    else {
+        return Ok(());
+    };
+    for attachment in &request.attachments {
+        let (source, step) = match &attachment.kind {
+            AttachmentKind::Resource { uri } => {
+                (Source::Resource { uri }, json!({ "attached": "resource", "uri": uri }))
+            }
+            AttachmentKind::Prompt { name } => {
+                (Source::Prompt { name }, json!({ "attached": "prompt", "name": name }))
+            }
+        };
+        let wrapped =
+            guard.admit(&attachment.server_label, source, &attachment.text, &Caps::default());
+        content.push_str("\n\n");
+        content.push_str(&wrapped.into_string());
+        let mut data = json!({ "mcp": true, "server": attachment.server_label, "state": "done" });
+        if let (Some(data), Value::Object(step)) = (data.as_object_mut(), step) {
+            data.extend(step);
+        }
+        sink.event("step", data).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
 /// What one round produced.
 struct Round {
     text: String,
@@ -179,6 +236,9 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     let mut text = String::new();
     let mut messages = history_messages(request);
     let mut guard = TurnGuard::new();
+    if let Err(error) = attach(request, &mut messages, &mut guard, sink).await {
+        return TurnEnd::Failed { text, error };
+    }
     let mut tools = builtins.definitions();
     if let Some(mcp) = mcp {
         tools.extend(mcp.definitions());
@@ -207,6 +267,9 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 awaiting_choice |= builtins.choices && call.name == OFFER_CHOICES;
                 let result = match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
                     Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await?,
+                    None if let Some(mcp) = mcp.filter(|m| m.is_resource_tool(&call.name)) => {
+                        mcp.resource_tool(call, &mut guard, sink).await?
+                    }
                     None => builtins.run(call, request, &mut guard, sink).await?,
                 };
                 messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });

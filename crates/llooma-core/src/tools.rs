@@ -613,6 +613,7 @@ mod tests {
             history: Vec::new(),
             rounds: 4,
             now_rfc3339: "2026-11-30T06:00:00Z".into(),
+            attachments: Vec::new(),
         }
     }
 
