@@ -17,6 +17,7 @@ mod m0001_foundation;
 mod m0002_approvals;
 mod m0003_mcp_servers;
 mod m0004_conversations;
+mod m0005_tools_personas_prompts;
 mod m0008_turn_owners;
 
 /// The list of migrations, oldest first.
@@ -30,7 +31,8 @@ impl MigratorTrait for Migrator {
             Box::new(m0002_approvals::Migration),
             Box::new(m0003_mcp_servers::Migration),
             Box::new(m0004_conversations::Migration),
-            // m0005–m0007 are reserved for work in progress (personas, bots, web).
+            Box::new(m0005_tools_personas_prompts::Migration),
+            // m0006–m0007 are reserved for work in progress (bots, web).
             Box::new(m0008_turn_owners::Migration),
         ]
     }

@@ -51,7 +51,8 @@ enum Command {
     },
     /// Say whether the server may connect to URL, and why (exit 0 allowed, 3 refused, 2 usage).
     CheckAddress {
-        /// What the address is for: mcp, fetch (page reading) or bot (chat servers).
+        /// What the address is for: mcp, fetch (page reading), bot (chat servers), provider
+        /// (model providers) or search (web search, public only here).
         #[arg(long, default_value = "mcp")]
         purpose: String,
         url: String,

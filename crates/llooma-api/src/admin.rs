@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use llooma_store::{NewProvider, Provider};
+use llooma_store::{InstanceSettings, InstanceSettingsChange, NewProvider, Provider};
 use llooma_types::{AccountView, InstanceSettingsPatch, InstanceSettingsView, ProviderView};
 use llooma_vault::{Secret, SecretContext};
 use serde::Deserialize;
@@ -16,15 +16,36 @@ use crate::session::{Admin, account_view};
 const PROVIDERS_TABLE: &str = "providers";
 const PROVIDER_KEY_COLUMN: &str = "api_key_ciphertext";
 
+fn settings_view(settings: InstanceSettings) -> InstanceSettingsView {
+    InstanceSettingsView {
+        registration_open: settings.registration_open,
+        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
+        web_search_url: settings.web_search_url,
+        system_prompt: settings.system_prompt,
+    }
+}
+
+/// Longest system prompt (default, per model, or a persona's), in bytes.
+pub(crate) const MAX_PROMPT_BYTES: usize = 16 * 1024;
+
+/// An empty text means "none"; a longer one than the cap is refused.
+pub(crate) fn optional_prompt(text: Option<String>) -> Result<Option<Option<String>>, ApiError> {
+    let Some(text) = text else { return Ok(None) };
+    let text = text.trim();
+    if text.len() > MAX_PROMPT_BYTES {
+        return Err(ApiError::bad_request(
+            "invalid_prompt",
+            format!("A prompt has at most {MAX_PROMPT_BYTES} bytes; shorten it."),
+        ));
+    }
+    Ok(Some((!text.is_empty()).then(|| text.to_owned())))
+}
+
 pub async fn get_settings(
     State(state): State<AppState>,
     _admin: Admin,
 ) -> Result<Json<InstanceSettingsView>, ApiError> {
-    let settings = state.store.instance_settings().await?;
-    Ok(Json(InstanceSettingsView {
-        registration_open: settings.registration_open,
-        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
-    }))
+    Ok(Json(settings_view(state.store.instance_settings().await?)))
 }
 
 pub async fn patch_settings(
@@ -32,15 +53,31 @@ pub async fn patch_settings(
     Admin(admin): Admin,
     ApiJson(patch): ApiJson<InstanceSettingsPatch>,
 ) -> Result<Json<InstanceSettingsView>, ApiError> {
-    let settings = state
-        .store
-        .update_instance_settings(patch.registration_open, patch.users_can_add_mcp_servers)
-        .await?;
-    tracing::info!(admin = %admin.account.id, ?patch, "instance settings changed");
-    Ok(Json(InstanceSettingsView {
-        registration_open: settings.registration_open,
-        users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
-    }))
+    let web_search_url = match patch.web_search_url.as_deref().map(str::trim) {
+        None => None,
+        Some("") => Some(None),
+        Some(address) => {
+            let endpoint = crate::tools::search_endpoint(address)
+                .map_err(|e| ApiError::bad_request("invalid_web_search_url", e.to_string()))?;
+            Some(Some(endpoint.to_string()))
+        }
+    };
+    let change = InstanceSettingsChange {
+        registration_open: patch.registration_open,
+        users_can_add_mcp_servers: patch.users_can_add_mcp_servers,
+        web_search_url,
+        system_prompt: optional_prompt(patch.system_prompt.clone())?,
+    };
+    let settings = state.store.change_instance_settings(change).await?;
+    tracing::info!(
+        admin = %admin.account.id,
+        registration_open = ?patch.registration_open,
+        users_can_add_mcp_servers = ?patch.users_can_add_mcp_servers,
+        web_search_changed = patch.web_search_url.is_some(),
+        system_prompt_changed = patch.system_prompt.is_some(),
+        "instance settings changed"
+    );
+    Ok(Json(settings_view(settings)))
 }
 
 pub async fn list_accounts(
@@ -56,6 +93,7 @@ fn provider_view(provider: &Provider) -> ProviderView {
         name: provider.name.clone(),
         base_url: provider.base_url.clone(),
         has_key: provider.api_key_ciphertext.is_some(),
+        declared_models: provider.declared_models.clone(),
         created_at: llooma_store::ms_to_rfc3339(provider.created_at_ms),
     }
 }
@@ -66,6 +104,54 @@ pub struct NewProviderRequest {
     name: String,
     base_url: String,
     api_key: Option<Secret>,
+    /// Models to offer beside those the provider lists.
+    #[serde(default)]
+    models: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProviderModelsRequest {
+    models: Vec<String>,
+}
+
+const MAX_DECLARED_MODELS: usize = 100;
+
+/// Model names as the provider spells them: trimmed, each 1 to 200 bytes, no repeats.
+fn clean_models(models: Vec<String>) -> Result<Vec<String>, ApiError> {
+    if models.len() > MAX_DECLARED_MODELS {
+        return Err(ApiError::bad_request(
+            "invalid_models",
+            format!("At most {MAX_DECLARED_MODELS} models can be declared for a provider."),
+        ));
+    }
+    let mut clean: Vec<String> = Vec::with_capacity(models.len());
+    for model in models {
+        let model = model.trim();
+        if model.is_empty() || model.len() > 200 {
+            return Err(ApiError::bad_request(
+                "invalid_models",
+                "Each model name has 1 to 200 bytes, spelled as the provider expects it.",
+            ));
+        }
+        if !clean.iter().any(|m| m == model) {
+            clean.push(model.to_owned());
+        }
+    }
+    Ok(clean)
+}
+
+/// `PUT /api/v1/admin/providers/{id}/models`: the models declared for a provider.
+pub async fn set_provider_models(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ProviderModelsRequest>,
+) -> Result<Json<ProviderView>, ApiError> {
+    let models = clean_models(body.models)?;
+    state.store.set_provider_models(&id, &models).await?;
+    let provider = state.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(provider_view(&provider)))
 }
 
 #[derive(Deserialize)]
@@ -123,8 +209,13 @@ pub async fn create_provider(
         Some(key) => Some(encrypt_key(&state, &id, &key)?),
         None => None,
     };
-    let provider =
+    let models = clean_models(body.models)?;
+    let mut provider =
         state.store.create_provider(NewProvider { id, name, base_url, api_key_ciphertext }).await?;
+    if !models.is_empty() {
+        state.store.set_provider_models(&provider.id, &models).await?;
+        provider.declared_models = models;
+    }
     Ok((StatusCode::CREATED, Json(provider_view(&provider))))
 }
 

@@ -16,7 +16,10 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use llooma_core::{McpTurn, SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, run_turn};
+use llooma_core::{
+    Attachment, AttachmentKind, BuiltinTools, McpTurn, MemoryBudget, PageReader, PersonaMemory,
+    SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, WebSearch, run_turn,
+};
 use llooma_net::{NetClient, Purpose};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::{Conversation, ConversationPatch, Store};
@@ -29,6 +32,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::session::SignedIn;
+use crate::tools::{NetPageReader, SearxSearch, StoreMemory};
 
 /// How often a watching tab re-reads the log without news from this process, when other
 /// processes may write to it (Postgres: news from another replica arrives this way).
@@ -80,6 +84,7 @@ pub struct ConversationView {
     provider_id: Option<String>,
     model: Option<String>,
     mcp_enabled: bool,
+    persona_id: Option<String>,
     created_at: String,
     updated_at: String,
 }
@@ -91,6 +96,7 @@ fn view(c: &Conversation) -> ConversationView {
         provider_id: c.provider_id.clone(),
         model: c.model.clone(),
         mcp_enabled: c.mcp_enabled,
+        persona_id: c.persona_id.clone(),
         created_at: llooma_store::ms_to_rfc3339(c.created_at_ms),
         updated_at: llooma_store::ms_to_rfc3339(c.updated_at_ms),
     }
@@ -120,6 +126,7 @@ pub struct NewConversation {
     title: Option<String>,
     provider_id: Option<String>,
     model: Option<String>,
+    persona_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -129,12 +136,99 @@ pub struct PatchConversation {
     provider_id: Option<String>,
     model: Option<String>,
     mcp_enabled: Option<bool>,
+    /// A persona's id, or an empty string for none.
+    persona_id: Option<String>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewMessage {
     content: String,
+    /// Resources the person chose (`@`): they join the message as labelled blocks.
+    #[serde(default)]
+    resources: Vec<ChosenResource>,
+    /// Prompts the person chose (`/`), with their arguments.
+    #[serde(default)]
+    prompts: Vec<ChosenPrompt>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChosenResource {
+    server_id: String,
+    uri: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChosenPrompt {
+    server_id: String,
+    name: String,
+    #[serde(default)]
+    arguments: std::collections::BTreeMap<String, String>,
+}
+
+/// Most resources and prompts one message brings.
+const MAX_ATTACHMENTS: usize = 5;
+
+/// A chosen resource or prompt with the server to ask for it.
+struct Chosen {
+    label: String,
+    address: String,
+    token: Option<llooma_vault::Secret>,
+    what: ChosenWhat,
+}
+
+enum ChosenWhat {
+    Resource(String),
+    Prompt(String, std::collections::BTreeMap<String, String>),
+}
+
+/// Reads what the person chose. A failure is a step; the turn goes on without it.
+async fn read_chosen(state: &AppState, chosen: Vec<Chosen>, sink: &LogSink) -> Vec<Attachment> {
+    let mut attachments = Vec::new();
+    for c in chosen {
+        let read = async {
+            let session = state.mcp.connect(&c.address, c.token.as_ref()).await?;
+            let text = match &c.what {
+                ChosenWhat::Resource(uri) => session.read_resource(uri).await.map(|r| {
+                    r.contents.iter().map(|i| i.describe()).collect::<Vec<_>>().join("\n")
+                }),
+                ChosenWhat::Prompt(name, arguments) => {
+                    session.get_prompt(name, arguments).await.map(|p| {
+                        p.messages
+                            .iter()
+                            .map(|m| format!("[{}] {}", m.role, m.content.describe()))
+                            .collect::<Vec<_>>()
+                            .join("\n")
+                    })
+                }
+            };
+            session.close().await;
+            text
+        }
+        .await;
+        let kind = match &c.what {
+            ChosenWhat::Resource(uri) => AttachmentKind::Resource { uri: uri.clone() },
+            ChosenWhat::Prompt(name, _) => AttachmentKind::Prompt { name: name.clone() },
+        };
+        match read {
+            Ok(text) => attachments.push(Attachment { server_label: c.label, kind, text }),
+            Err(err) => {
+                let (attached, key, value) = match kind {
+                    AttachmentKind::Resource { uri } => ("resource", "uri", uri),
+                    AttachmentKind::Prompt { name } => ("prompt", "name", name),
+                };
+                let mut step = serde_json::json!({
+                    "mcp": true, "server": c.label, "attached": attached, "state": "failed",
+                    "error": err.to_string(),
+                });
+                step[key] = Value::String(value);
+                let _ = sink.event("step", step).await;
+            }
+        }
+    }
+    attachments
 }
 
 fn clean_title(title: Option<&str>) -> Result<String, ApiError> {
@@ -154,6 +248,23 @@ async fn check_provider(state: &AppState, provider_id: Option<&str>) -> Result<(
     Ok(())
 }
 
+/// The persona must be one of the account's own.
+async fn check_persona(
+    state: &AppState,
+    account_id: &str,
+    persona_id: Option<&str>,
+) -> Result<(), ApiError> {
+    if let Some(id) = persona_id
+        && state.store.persona(account_id, id).await?.is_none()
+    {
+        return Err(ApiError::bad_request(
+            "unknown_persona",
+            "There is no such persona; create it under Settings → Personas first.",
+        ));
+    }
+    Ok(())
+}
+
 async fn owned(state: &AppState, signed_in: &SignedIn, id: &str) -> Result<Conversation, ApiError> {
     state.store.conversation(&signed_in.account.id, id).await?.ok_or(ApiError::NotFound)
 }
@@ -166,10 +277,15 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<ConversationView>), ApiError> {
     let title = clean_title(body.title.as_deref())?;
     check_provider(&state, body.provider_id.as_deref()).await?;
-    let conversation = state
-        .store
-        .create_conversation(&signed_in.account.id, &title, body.provider_id, body.model)
-        .await?;
+    let account_id = &signed_in.account.id;
+    check_persona(&state, account_id, body.persona_id.as_deref()).await?;
+    let mut conversation =
+        state.store.create_conversation(account_id, &title, body.provider_id, body.model).await?;
+    if let Some(persona_id) = body.persona_id {
+        let patch = ConversationPatch { persona_id: Some(Some(persona_id)), ..Default::default() };
+        state.store.update_conversation(account_id, &conversation.id, patch).await?;
+        conversation = owned(&state, &signed_in, &conversation.id).await?;
+    }
     Ok((StatusCode::CREATED, Json(view(&conversation))))
 }
 
@@ -219,11 +335,14 @@ pub async fn patch(
         Some(t) => Some(clean_title(Some(t))?),
         None => None,
     };
+    let persona_id = body.persona_id.map(|p| Some(p).filter(|p| !p.is_empty()));
+    check_persona(&state, &signed_in.account.id, persona_id.clone().flatten().as_deref()).await?;
     let patch = ConversationPatch {
         title,
         provider_id: body.provider_id.map(Some),
         model: body.model.map(Some),
         mcp_enabled: body.mcp_enabled,
+        persona_id,
     };
     state.store.update_conversation(&signed_in.account.id, &id, patch).await?;
     Ok(Json(view(&owned(&state, &signed_in, &id).await?)))
@@ -288,7 +407,10 @@ async fn watch_for_remote_stop(store: Store, turn_id: String, stop: watch::Sende
     }
 }
 
-async fn provider_client(state: &AppState, provider_id: &str) -> Result<ProviderClient, String> {
+pub(crate) async fn provider_client(
+    state: &AppState,
+    provider_id: &str,
+) -> Result<ProviderClient, String> {
     let provider =
         state.store.provider(provider_id).await.map_err(|e| e.to_string())?.ok_or_else(|| {
             "the conversation's model provider was removed; choose another model".to_owned()
@@ -315,16 +437,22 @@ async fn mcp_turn<'a>(
     conversation_id: &str,
     turn_id: &str,
     provider: &ProviderClient,
+    builtin_tools: usize,
 ) -> Result<McpTurn<'a, Store>, String> {
-    let tools = crate::mcp::offered_tools(state, account_id, provider.max_tools_per_request())
-        .await
-        .map_err(|e| e.to_string())?;
+    let cap = provider.max_tools_per_request();
+    let resources =
+        crate::mcp::offered_resources(state, account_id).await.map_err(|e| e.to_string())?;
+    // The two resource tools count against the provider's cap like the app's own.
+    let own = builtin_tools + if resources.is_empty() { 0 } else { 2 };
+    let tools =
+        crate::mcp::offered_tools(state, account_id, cap, own).await.map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
     let settings = state.store.tool_settings(account_id).await.map_err(|e| e.to_string())?;
     let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;
     let rules = state.store.consent_rules(account_id).await.map_err(|e| e.to_string())?;
     Ok(McpTurn {
         tools,
+        resources,
         client: &state.mcp,
         broker: &state.broker,
         mode,
@@ -361,6 +489,28 @@ pub async fn send(
             "Choose a model for this conversation first (an administrator adds model providers).",
         ));
     };
+    if body.resources.len() + body.prompts.len() > MAX_ATTACHMENTS {
+        return Err(ApiError::bad_request(
+            "too_many_attachments",
+            format!("A message brings at most {MAX_ATTACHMENTS} resources and prompts."),
+        ));
+    }
+    let mut chosen = Vec::new();
+    for r in body.resources {
+        let (label, address, token) =
+            crate::mcp::active_server(&state, &signed_in.account.id, &r.server_id).await?;
+        chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(r.uri) });
+    }
+    for p in body.prompts {
+        let (label, address, token) =
+            crate::mcp::active_server(&state, &signed_in.account.id, &p.server_id).await?;
+        chosen.push(Chosen {
+            label,
+            address,
+            token,
+            what: ChosenWhat::Prompt(p.name, p.arguments),
+        });
+    }
     let turn_id = state.store.start_turn(&id, &state.turns.replica_id).await?;
     state.store.add_message(&id, "user", content, Some(&turn_id)).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -383,17 +533,54 @@ pub async fn send(
     // Catalogues are sent only where MCP is switched on: no tools offered, no call possible.
     let mcp_on = conversation.mcp_enabled || settings.mcp_everywhere;
     let account_id = signed_in.account.id.clone();
-    let request = TurnRequest {
+    let instance = state.store.instance_settings().await?;
+    let persona = match &conversation.persona_id {
+        Some(persona_id) => state.store.persona(&account_id, persona_id).await?,
+        None => None,
+    };
+    let model_prompt = state.store.model_prompt(&provider_id, &model).await?;
+    let descriptions = state.store.tool_wordings(&account_id).await?.into_iter().collect();
+    let system_prompt = llooma_core::system_prompt(
+        instance.system_prompt.as_deref(),
+        model_prompt.as_deref(),
+        persona.as_ref().map(|p| p.prompt.as_str()),
+    );
+    let web_search_url = instance.web_search_url.clone();
+    let memory_persona = persona.filter(|p| p.memory_enabled).map(|p| p.id);
+    let mut request = TurnRequest {
         model,
-        system_prompt: None,
+        system_prompt: Some(system_prompt),
         history,
         rounds: if mcp_on { llooma_core::ROUNDS_WITH_MCP } else { llooma_core::ROUNDS },
         now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        attachments: Vec::new(),
     };
     let task_state = state.clone();
     let task_turn = turn_id.clone();
     tokio::spawn(async move {
         let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
+        request.attachments = read_chosen(&task_state, chosen, &sink).await;
+        let reader = NetPageReader::new(task_state.outbound.clone())
+            .inspect_err(|e| tracing::warn!(error = %e, "page reading is unavailable"))
+            .ok();
+        let search = web_search_url.and_then(|address| {
+            SearxSearch::new(&task_state.outbound, &address)
+                .inspect_err(|e| tracing::warn!(error = %e, "web search is unavailable"))
+                .ok()
+        });
+        let memory_port = StoreMemory { store: task_state.store.clone() };
+        let builtins = BuiltinTools {
+            current_date: true,
+            web_search: search.as_ref().map(|s| s as &dyn WebSearch),
+            read_page: reader.as_ref().map(|r| r as &dyn PageReader),
+            memory: memory_persona.as_deref().map(|persona_id| PersonaMemory {
+                port: &memory_port,
+                persona_id,
+                budget: MemoryBudget::default(),
+            }),
+            choices: true,
+            descriptions,
+        };
         let end = match provider_client(&task_state, &provider_id).await {
             Ok(provider) if mcp_on => {
                 match mcp_turn(
@@ -402,15 +589,19 @@ pub async fn send(
                     &sink.conversation_id,
                     &task_turn,
                     &provider,
+                    builtins.names().len(),
                 )
                 .await
                 {
-                    Ok(mcp) => run_turn(&provider, &request, Some(&mcp), &sink, stop_rx).await,
+                    Ok(mcp) => {
+                        run_turn(&provider, &request, &builtins, Some(&mcp), &sink, stop_rx).await
+                    }
                     Err(error) => TurnEnd::Failed { text: String::new(), error },
                 }
             }
             Ok(provider) => {
-                run_turn(&provider, &request, None::<&McpTurn<'_, Store>>, &sink, stop_rx).await
+                let no_mcp = None::<&McpTurn<'_, Store>>;
+                run_turn(&provider, &request, &builtins, no_mcp, &sink, stop_rx).await
             }
             Err(error) => TurnEnd::Failed { text: String::new(), error },
         };
@@ -552,4 +743,67 @@ pub async fn events(
         Some((Ok(event), watcher))
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelChoice {
+    id: String,
+    /// `provider` (listed by the provider) or `declared` (by an administrator).
+    source: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderModels {
+    provider_id: String,
+    provider_name: String,
+    models: Vec<ModelChoice>,
+    /// Why the provider's own list is missing (it did not answer, refused the key, ...).
+    list_error: Option<String>,
+}
+
+/// `GET /api/v1/models`: for each provider, the models it lists (`GET {base}/models`) and
+/// those an administrator declared, to choose a conversation's model from.
+pub async fn models(
+    State(state): State<AppState>,
+    _signed_in: SignedIn,
+) -> Result<Json<Vec<ProviderModels>>, ApiError> {
+    let providers = state.store.list_providers().await?;
+    let lists = futures::future::join_all(providers.iter().map(|p| {
+        let state = &state;
+        async move {
+            let client = provider_client(state, &p.id).await?;
+            client.list_models().await.map_err(|e| e.to_string())
+        }
+    }))
+    .await;
+    let mut answer = Vec::with_capacity(providers.len());
+    for (provider, listed) in providers.into_iter().zip(lists) {
+        let (listed, list_error) = match listed {
+            Ok(models) => (models.into_iter().map(|m| m.id).collect(), None),
+            Err(error) => {
+                // The detail (which may quote the provider) is for the operator's log.
+                tracing::warn!(provider = %provider.id, %error, "listing a provider's models failed");
+                let message = "The provider did not list its models (it may be down, or refuse \
+                               the key); an administrator can check it. Declared models are \
+                               still offered.";
+                (Vec::new(), Some(message.to_owned()))
+            }
+        };
+        let mut models: Vec<ModelChoice> =
+            listed.into_iter().map(|id| ModelChoice { id, source: "provider" }).collect();
+        for id in provider.declared_models {
+            if !models.iter().any(|m| m.id == id) {
+                models.push(ModelChoice { id, source: "declared" });
+            }
+        }
+        answer.push(ProviderModels {
+            provider_id: provider.id,
+            provider_name: provider.name,
+            models,
+            list_error,
+        });
+    }
+    Ok(Json(answer))
 }

@@ -16,7 +16,9 @@ mod extract;
 mod mcp;
 mod mcp_watch;
 mod passwords;
+mod personas;
 mod session;
+pub mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -118,6 +120,8 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))
         .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))
         .route("/admin/providers/{id}/key", put(admin::set_provider_key))
+        .route("/admin/providers/{id}/models", put(admin::set_provider_models))
+        .route("/models", get(conversations::models))
         .route("/mcp/servers", get(mcp::list_servers).post(mcp::add_server))
         .route("/mcp/servers/test", post(mcp::test_server))
         .route(
@@ -137,6 +141,16 @@ pub fn router(state: AppState) -> Router {
         .route("/conversations/{id}/messages", post(conversations::send))
         .route("/conversations/{id}/stop", post(conversations::stop))
         .route("/conversations/{id}/events", get(conversations::events))
+        .route("/personas", get(personas::list).post(personas::create))
+        .route("/personas/{id}", get(personas::get).patch(personas::patch).delete(personas::delete))
+        .route("/personas/{id}/memory", get(personas::memory))
+        .route("/personas/{id}/memory/{note}", axum::routing::delete(personas::forget))
+        .route("/prompts/tools", get(personas::tool_wordings))
+        .route("/prompts/tools/{tool}", put(personas::set_tool_wording))
+        .route(
+            "/admin/providers/{id}/prompts",
+            get(personas::model_prompts).put(personas::set_model_prompt),
+        )
         .route("/approvals", get(approvals::list))
         .route("/approvals/events", get(approvals::events))
         .route("/approvals/{id}/answer", post(approvals::answer))

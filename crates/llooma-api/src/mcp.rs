@@ -666,6 +666,7 @@ pub(crate) async fn offered_tools(
     state: &AppState,
     account_id: &str,
     provider_cap: usize,
+    builtin_tools: usize,
 ) -> Result<Vec<llooma_core::McpTool>, ApiError> {
     let loaded = load_account(state, account_id).await?;
     let names = name_table(&loaded, None)?;
@@ -682,7 +683,7 @@ pub(crate) async fn offered_tools(
     let limits = Limits {
         budget: usize::try_from(settings.tool_budget).unwrap_or(usize::MAX),
         provider_cap: Some(provider_cap),
-        builtin_tools: 1,
+        builtin_tools,
     };
     let outcome = select_tools(&servers, &limits);
     let mut tools = Vec::new();
@@ -719,8 +720,8 @@ pub async fn announce_cost(
     State(state): State<AppState>,
     signed_in: SignedIn,
 ) -> Result<Json<AnnounceCostView>, ApiError> {
-    let tools =
-        offered_tools(&state, &signed_in.account.id, llooma_providers::OPENAI_MAX_TOOLS).await?;
+    let account = &signed_in.account.id;
+    let tools = offered_tools(&state, account, llooma_providers::OPENAI_MAX_TOOLS, 0).await?;
     let cost = llooma_core::announce_cost(&tools);
     let view = |c: llooma_core::ToolCost| ToolCostView {
         tools: c.tools,
@@ -738,4 +739,50 @@ pub async fn announce_cost(
             .map(|(server_label, group, c)| GroupCostView { server_label, group, cost: view(c) })
             .collect(),
     }))
+}
+
+/// The resources the account's active servers list in their snapshots, for
+/// `mcp_resource_list` / `mcp_resource_read` (no network: the snapshot says what there is).
+pub(crate) async fn offered_resources(
+    state: &AppState,
+    account_id: &str,
+) -> Result<Vec<llooma_core::McpResource>, ApiError> {
+    let mut resources = Vec::new();
+    for loaded in load_account(state, account_id).await? {
+        if !loaded.server.is_active() || loaded.snapshot.resources.is_empty() {
+            continue;
+        }
+        let token = decrypt_token(state, &loaded.server)?;
+        for r in &loaded.snapshot.resources {
+            resources.push(llooma_core::McpResource {
+                server_label: loaded.server.label.clone(),
+                server_address: loaded.server.address.clone(),
+                token: token.clone(),
+                uri: r.uri.clone(),
+                name: r.name.clone(),
+                description: r.description.clone(),
+                mime_type: r.mime_type.clone(),
+            });
+        }
+    }
+    Ok(resources)
+}
+
+/// One of the account's servers that may be asked now: (label, address, token).
+pub(crate) async fn active_server(
+    state: &AppState,
+    account_id: &str,
+    server_id: &str,
+) -> Result<(String, String, Option<Secret>), ApiError> {
+    let server = state.store.mcp_server(account_id, server_id).await?.ok_or_else(|| {
+        ApiError::bad_request("unknown_mcp_server", "There is no such MCP server in your settings.")
+    })?;
+    if !server.is_active() {
+        return Err(ApiError::bad_request(
+            "mcp_server_off",
+            format!("The MCP server {} is switched off or suspended.", server.label),
+        ));
+    }
+    let token = decrypt_token(state, &server)?;
+    Ok((server.label, server.address, token))
 }

@@ -37,10 +37,29 @@ pub struct McpTool {
     pub read_only_hint: bool,
 }
 
+/// A resource an MCP server listed (from its stored snapshot), readable in this turn.
+#[derive(Clone, Debug)]
+pub struct McpResource {
+    pub server_label: String,
+    pub server_address: String,
+    pub token: Option<Secret>,
+    pub uri: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub mime_type: Option<String>,
+}
+
+/// The model's tools for the servers' resources (offered when any server lists some).
+pub const RESOURCE_LIST: &str = "mcp_resource_list";
+pub const RESOURCE_READ: &str = "mcp_resource_read";
+
 /// Everything a turn needs to offer and call MCP tools.
 #[derive(Debug)]
 pub struct McpTurn<'a, P: ApprovalPort> {
     pub tools: Vec<McpTool>,
+    /// Resources the model may list and read (`mcp_resource_list`, `mcp_resource_read`). Only
+    /// those listed here can be read: the model cannot make up an address on a server.
+    pub resources: Vec<McpResource>,
     pub client: &'a McpClient,
     pub broker: &'a Broker<P>,
     pub mode: PermissionMode,
@@ -186,6 +205,33 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         }
         let shown = self.tools.iter().filter(|t| !self.announce || opened.contains(&t.model_name));
         definitions.extend(shown.map(McpTool::definition));
+        if self.offers_resources() {
+            definitions.push(ToolDefinition {
+                name: RESOURCE_LIST.to_owned(),
+                description: Some(
+                    "List the resources (documents, records) your MCP servers publish: server, \
+                     address and what each is. Nothing is sent to the servers."
+                        .to_owned(),
+                ),
+                parameters: json!({"type": "object", "properties": {}}),
+            });
+            definitions.push(ToolDefinition {
+                name: RESOURCE_READ.to_owned(),
+                description: Some(
+                    "Read one resource listed by mcp_resource_list, by its address (uri). Its \
+                     text is written by the server."
+                        .to_owned(),
+                ),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {
+                        "uri": {"type": "string", "description": "The resource's address."},
+                        "server": {"type": "string", "description": "The server's name, when two list the same address."},
+                    },
+                    "required": ["uri"],
+                }),
+            });
+        }
         definitions
     }
 
@@ -231,8 +277,108 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         ))
     }
 
+    /// Resource tools are offered when a server lists resources, unless a server's own tool
+    /// already has one of their names (the server's tool keeps it).
+    fn offers_resources(&self) -> bool {
+        !self.resources.is_empty()
+            && !self
+                .tools
+                .iter()
+                .any(|t| t.model_name == RESOURCE_LIST || t.model_name == RESOURCE_READ)
+    }
+
     pub(crate) fn tool(&self, model_name: &str) -> Option<&McpTool> {
         self.tools.iter().find(|t| t.model_name == model_name)
+    }
+
+    /// Whether `name` is one of the resource tools this turn offers.
+    pub(crate) fn is_resource_tool(&self, name: &str) -> bool {
+        self.offers_resources() && (name == RESOURCE_LIST || name == RESOURCE_READ)
+    }
+
+    /// Runs `mcp_resource_list` or `mcp_resource_read`; returns what the model reads.
+    pub(crate) async fn resource_tool<S: TurnSink>(
+        &self,
+        call: &ToolCall,
+        guard: &mut TurnGuard,
+        sink: &S,
+    ) -> Result<String, String> {
+        if call.name == RESOURCE_LIST {
+            let mut text =
+                String::from("Resources your MCP servers publish (server: uri, name):\n");
+            for r in &self.resources {
+                let about: String =
+                    r.description.as_deref().unwrap_or_default().chars().take(200).collect();
+                text.push_str(&format!("- {}: {} ({}) {about}\n", r.server_label, r.uri, r.name));
+            }
+            sink.event(
+                "step",
+                json!({"tool": RESOURCE_LIST, "mcp": true, "state": "done", "resources": self.resources.len()}),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            return Ok(text);
+        }
+        let arguments: Value = serde_json::from_str(&call.arguments_json).unwrap_or(Value::Null);
+        let uri = arguments.get("uri").and_then(Value::as_str).unwrap_or_default().trim();
+        let server = arguments.get("server").and_then(Value::as_str).map(str::trim);
+        let found = self.resources.iter().find(|r| {
+            r.uri == uri && server.is_none_or(|s| s.eq_ignore_ascii_case(&r.server_label))
+        });
+        let Some(resource) = found else {
+            sink.event(
+                "step",
+                json!({"tool": RESOURCE_READ, "mcp": true, "state": "failed", "uri": uri,
+                       "error": "not a listed resource"}),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            return Ok(format!(
+                "No server lists a resource at `{uri}`; mcp_resource_list shows those that can \
+                 be read."
+            ));
+        };
+        let read = async {
+            let session =
+                self.client.connect(&resource.server_address, resource.token.as_ref()).await?;
+            let contents = session.read_resource(&resource.uri).await;
+            session.close().await;
+            contents
+        }
+        .await;
+        match read {
+            Ok(contents) => {
+                let text: Vec<String> = contents.contents.iter().map(|c| c.describe()).collect();
+                let wrapped = guard.admit(
+                    &resource.server_label,
+                    Source::Resource { uri: &resource.uri },
+                    &text.join("\n"),
+                    &Caps::default(),
+                );
+                sink.event(
+                    "step",
+                    json!({"tool": RESOURCE_READ, "mcp": true, "state": "done",
+                           "server": resource.server_label, "uri": resource.uri}),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                Ok(wrapped.into_string())
+            }
+            Err(err) => {
+                sink.event(
+                    "step",
+                    json!({"tool": RESOURCE_READ, "mcp": true, "state": "failed",
+                           "server": resource.server_label, "uri": resource.uri,
+                           "error": err.to_string()}),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                Ok(format!(
+                    "The resource {} on the server {} could not be read: {err}",
+                    resource.uri, resource.server_label
+                ))
+            }
+        }
     }
 
     /// Runs one call of an MCP tool; returns what the model reads.

@@ -44,15 +44,22 @@ pub enum Purpose {
     /// Model providers administrators configure (`PROVIDER_ALLOWED_ORIGINS`): a model served on
     /// the same machine or LAN (Ollama, vLLM, llama.cpp) is reached only once its origin is listed.
     Provider,
+    /// The web search service an administrator sets (a SearXNG instance). Its allow-list is that
+    /// one origin, set by whoever builds the client: the administrator chose the address, so it
+    /// may be on the LAN, and it opens nothing else (page reading keeps its own list).
+    Search,
 }
 
 impl Purpose {
     /// Every purpose, in the order the documentation lists them.
-    pub const ALL: [Purpose; 4] = [Purpose::Mcp, Purpose::Fetch, Purpose::Bot, Purpose::Provider];
+    pub const ALL: [Purpose; 5] =
+        [Purpose::Mcp, Purpose::Fetch, Purpose::Bot, Purpose::Provider, Purpose::Search];
 
-    /// The environment variable that holds this purpose's allow-list.
+    /// The environment variable that holds this purpose's allow-list (for web search, the
+    /// administrator's setting that names the one reachable origin).
     pub fn env_var(self) -> &'static str {
         match self {
+            Purpose::Search => "the web search address (Settings → Admin)",
             Purpose::Mcp => "MCP_ALLOWED_ORIGINS",
             Purpose::Fetch => "FETCH_ALLOWED_ORIGINS",
             Purpose::Bot => "BOT_ALLOWED_ORIGINS",
@@ -67,6 +74,7 @@ impl Purpose {
             Purpose::Fetch => "fetch",
             Purpose::Bot => "bot",
             Purpose::Provider => "provider",
+            Purpose::Search => "search",
         }
     }
 
@@ -77,6 +85,7 @@ impl Purpose {
             Purpose::Fetch => "page reading",
             Purpose::Bot => "chat servers",
             Purpose::Provider => "model providers",
+            Purpose::Search => "web search",
         }
     }
 }
@@ -96,6 +105,7 @@ impl FromStr for Purpose {
             "fetch" => Ok(Purpose::Fetch),
             "bot" => Ok(Purpose::Bot),
             "provider" => Ok(Purpose::Provider),
+            "search" => Ok(Purpose::Search),
             _ => Err(PolicyError::UnknownPurpose { given: s.to_owned() }),
         }
     }
@@ -119,7 +129,7 @@ pub enum PolicyError {
         problem: String,
     },
     /// A purpose name that is not `mcp`, `fetch` or `bot`.
-    #[error("unknown purpose `{given}`; use one of mcp, fetch, bot")]
+    #[error("unknown purpose `{given}`; use one of mcp, fetch, bot, provider, search")]
     UnknownPurpose {
         /// The name as given.
         given: String,
@@ -254,6 +264,7 @@ pub struct OutboundPolicy {
     fetch: Option<AllowList>,
     bot: Option<AllowList>,
     provider: Option<AllowList>,
+    search: Option<AllowList>,
 }
 
 impl OutboundPolicy {
@@ -275,6 +286,7 @@ impl OutboundPolicy {
             fetch: AllowList::parse_optional(Purpose::Fetch, fetch)?,
             bot: AllowList::parse_optional(Purpose::Bot, bot)?,
             provider: None,
+            search: None,
         })
     }
 
@@ -290,6 +302,7 @@ impl OutboundPolicy {
             Purpose::Fetch => self.fetch = list,
             Purpose::Bot => self.bot = list,
             Purpose::Provider => self.provider = list,
+            Purpose::Search => self.search = list,
         }
         Ok(self)
     }
@@ -301,6 +314,7 @@ impl OutboundPolicy {
             Purpose::Fetch => self.fetch.as_ref(),
             Purpose::Bot => self.bot.as_ref(),
             Purpose::Provider => self.provider.as_ref(),
+            Purpose::Search => self.search.as_ref(),
         }
     }
 

@@ -357,6 +357,22 @@ fn purposes_parse_and_name_their_variables() {
     assert!("web".parse::<Purpose>().is_err());
 }
 
+#[test]
+fn the_search_origin_opens_nothing_for_page_reading() {
+    let policy = OutboundPolicy::public_only()
+        .with_allow_list(Purpose::Search, Some("http://192.168.1.20:8888"))
+        .unwrap();
+    assert!(policy.decide_str(Purpose::Search, "http://192.168.1.20:8888/search?q=x").is_allowed());
+    assert!(!policy.decide_str(Purpose::Search, "http://192.168.1.21:8888/").is_allowed());
+    assert!(!policy.decide_str(Purpose::Search, "https://example.com/").is_allowed());
+    let Decision::Refused { reason } =
+        policy.decide_str(Purpose::Fetch, "http://192.168.1.20:8888/")
+    else {
+        panic!("page reading reached the search service's LAN address");
+    };
+    assert!(reason.to_string().contains("FETCH_ALLOWED_ORIGINS"), "{reason}");
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;

@@ -23,6 +23,8 @@ pub struct Conversation {
     pub provider_id: Option<String>,
     pub model: Option<String>,
     pub mcp_enabled: bool,
+    /// The persona whose prompt (and memory, if on) the turns use.
+    pub persona_id: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
 }
@@ -54,6 +56,7 @@ pub struct ConversationPatch {
     pub provider_id: Option<Option<String>>,
     pub model: Option<Option<String>>,
     pub mcp_enabled: Option<bool>,
+    pub persona_id: Option<Option<String>>,
 }
 
 fn conversation(m: conversations::Model) -> Conversation {
@@ -64,6 +67,7 @@ fn conversation(m: conversations::Model) -> Conversation {
         provider_id: m.provider_id,
         model: m.model,
         mcp_enabled: m.mcp_enabled,
+        persona_id: m.persona_id,
         created_at_ms: m.created_at_ms,
         updated_at_ms: m.updated_at_ms,
     }
@@ -89,6 +93,7 @@ impl Store {
             mcp_enabled: Set(false),
             created_at_ms: Set(now),
             updated_at_ms: Set(now),
+            persona_id: Set(None),
         };
         Ok(conversation(model.insert(&self.db).await?))
     }
@@ -139,6 +144,9 @@ impl Store {
         }
         if let Some(on) = patch.mcp_enabled {
             update = update.col_expr(conversations::Column::McpEnabled, Expr::value(on));
+        }
+        if let Some(persona) = patch.persona_id {
+            update = update.col_expr(conversations::Column::PersonaId, Expr::value(persona));
         }
         let result = update.exec(&self.db).await?;
         if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }

@@ -31,6 +31,8 @@ pub mod instance_settings {
         pub registration_open: bool,
         pub users_can_add_mcp_servers: bool,
         pub updated_at_ms: i64,
+        pub web_search_url: Option<String>,
+        pub system_prompt: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -116,6 +118,7 @@ pub mod providers {
         pub api_key_ciphertext: Option<String>,
         pub created_at_ms: i64,
         pub updated_at_ms: i64,
+        pub models_json: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -209,6 +212,7 @@ pub mod conversations {
         pub mcp_enabled: bool,
         pub created_at_ms: i64,
         pub updated_at_ms: i64,
+        pub persona_id: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -275,6 +279,87 @@ pub mod turn_events {
         pub kind: String,
         pub data_json: String,
         pub at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod model_prompts {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "model_prompts")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub provider_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub model: String,
+        pub prompt: String,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod personas {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "personas")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub account_id: String,
+        pub name: String,
+        pub prompt: String,
+        pub memory_enabled: bool,
+        pub created_at_ms: i64,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod persona_memories {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "persona_memories")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub persona_id: String,
+        pub content: String,
+        pub created_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod tool_wordings {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "tool_wordings")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub account_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub tool: String,
+        pub description: String,
+        pub updated_at_ms: i64,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

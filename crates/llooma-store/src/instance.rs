@@ -22,6 +22,19 @@ pub struct InstanceState {
 pub struct InstanceSettings {
     pub registration_open: bool,
     pub users_can_add_mcp_servers: bool,
+    /// The search service `web_search` asks; `None`: the tool is not offered.
+    pub web_search_url: Option<String>,
+    /// The default system prompt; `None`: the built-in one.
+    pub system_prompt: Option<String>,
+}
+
+/// A change to the instance settings; absent fields stay. `Some(None)` clears a text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InstanceSettingsChange {
+    pub registration_open: Option<bool>,
+    pub users_can_add_mcp_servers: Option<bool>,
+    pub web_search_url: Option<Option<String>>,
+    pub system_prompt: Option<Option<String>>,
 }
 
 impl Store {
@@ -53,6 +66,8 @@ impl Store {
         Ok(InstanceSettings {
             registration_open: row.registration_open,
             users_can_add_mcp_servers: row.users_can_add_mcp_servers,
+            web_search_url: row.web_search_url,
+            system_prompt: row.system_prompt,
         })
     }
 
@@ -62,6 +77,25 @@ impl Store {
         registration_open: Option<bool>,
         users_can_add_mcp_servers: Option<bool>,
     ) -> StoreResult<InstanceSettings> {
+        self.change_instance_settings(InstanceSettingsChange {
+            registration_open,
+            users_can_add_mcp_servers,
+            ..Default::default()
+        })
+        .await
+    }
+
+    /// Changes the given settings and returns the result.
+    pub async fn change_instance_settings(
+        &self,
+        change: InstanceSettingsChange,
+    ) -> StoreResult<InstanceSettings> {
+        let InstanceSettingsChange {
+            registration_open,
+            users_can_add_mcp_servers,
+            web_search_url,
+            system_prompt,
+        } = change;
         let mut row = instance_settings::ActiveModel {
             id: Set(ROW),
             updated_at_ms: Set(now_ms()),
@@ -72,6 +106,12 @@ impl Store {
         }
         if let Some(value) = users_can_add_mcp_servers {
             row.users_can_add_mcp_servers = Set(value);
+        }
+        if let Some(value) = web_search_url {
+            row.web_search_url = Set(value);
+        }
+        if let Some(value) = system_prompt {
+            row.system_prompt = Set(value);
         }
         row.update(&self.db).await?;
         self.instance_settings().await

@@ -14,6 +14,8 @@ pub struct Provider {
     pub name: String,
     pub base_url: String,
     pub api_key_ciphertext: Option<String>,
+    /// Models the administrator declared (the provider may list more, or none).
+    pub declared_models: Vec<String>,
     pub created_at_ms: i64,
 }
 
@@ -50,6 +52,11 @@ fn from_model(model: providers::Model) -> Provider {
         name: model.name,
         base_url: model.base_url,
         api_key_ciphertext: model.api_key_ciphertext,
+        declared_models: model
+            .models_json
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default(),
         created_at_ms: model.created_at_ms,
     }
 }
@@ -64,6 +71,7 @@ impl Store {
             api_key_ciphertext: Set(new.api_key_ciphertext),
             created_at_ms: Set(now),
             updated_at_ms: Set(now),
+            models_json: Set(None),
         };
         match model.insert(&self.db).await {
             Ok(model) => Ok(from_model(model)),
@@ -90,6 +98,19 @@ impl Store {
     pub async fn set_provider_key(&self, id: &str, ciphertext: Option<String>) -> StoreResult<()> {
         let result = providers::Entity::update_many()
             .col_expr(providers::Column::ApiKeyCiphertext, Expr::value(ciphertext))
+            .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
+            .filter(providers::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    /// Replaces the models declared for a provider.
+    pub async fn set_provider_models(&self, id: &str, models: &[String]) -> StoreResult<()> {
+        let json = serde_json::to_string(models)
+            .map_err(|e| StoreError::Corrupt(format!("model names as JSON: {e}")))?;
+        let result = providers::Entity::update_many()
+            .col_expr(providers::Column::ModelsJson, Expr::value(json))
             .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
             .filter(providers::Column::Id.eq(id))
             .exec(&self.db)

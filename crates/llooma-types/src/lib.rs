@@ -64,14 +64,21 @@ pub struct InstanceSettingsView {
     pub registration_open: bool,
     /// Whether accounts that are not administrators may add their own MCP servers.
     pub users_can_add_mcp_servers: bool,
+    /// The SearXNG-compatible search service `web_search` asks; `None`: no web search.
+    pub web_search_url: Option<String>,
+    /// The instance's default system prompt; `None`: the built-in one.
+    pub system_prompt: Option<String>,
 }
 
-/// A change to the instance settings; absent fields stay as they are.
+/// A change to the instance settings; absent fields stay as they are. For the two texts, an
+/// empty string goes back to "none" (no web search, the built-in prompt).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InstanceSettingsPatch {
     pub registration_open: Option<bool>,
     pub users_can_add_mcp_servers: Option<bool>,
+    pub web_search_url: Option<String>,
+    pub system_prompt: Option<String>,
 }
 
 /// What anyone, signed in or not, may know about the instance (the sign-in page needs it).
@@ -92,6 +99,9 @@ pub struct ProviderView {
     pub name: String,
     pub base_url: String,
     pub has_key: bool,
+    /// Models the administrator declared, offered beside those the provider lists.
+    #[serde(default)]
+    pub declared_models: Vec<String>,
     pub created_at: String,
 }
 

@@ -7,4 +7,5 @@
 
 mod approvals;
 mod consent;
+mod personas;
 mod support;

@@ -1,0 +1,266 @@
+//! The server's side of the app's own tools: the ports `llooma-core` defines, implemented with
+//! the outbound client and the store.
+//!
+//! - [`NetPageReader`]: `read_page` under the `fetch` purpose (public addresses only unless
+//!   `FETCH_ALLOWED_ORIGINS` says otherwise; redirects re-checked hop by hop; size and time caps).
+//! - [`SearxSearch`]: `web_search` against the administrator's SearXNG-compatible service, under
+//!   the `search` purpose whose allow-list is that service's origin alone: the administrator
+//!   chose it, so it may be on the LAN, and that opens nothing for page reading.
+//! - [`StoreMemory`]: a persona's memory in the database.
+//!
+//! Bots reuse these with their own choice of tools.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use llooma_core::{
+    FetchedPage, MemoryEntry, MemoryPort, PageReader, PortFuture, SearchHit, ToolError, WebSearch,
+};
+use llooma_net::{NetClient, NetError, OutboundPolicy, Purpose};
+use llooma_store::Store;
+use serde::Deserialize;
+
+/// Most bytes of a page read; the rest is not downloaded.
+pub const MAX_PAGE_BYTES: usize = 2 * 1024 * 1024;
+/// Most bytes of a search answer.
+const MAX_SEARCH_BYTES: u64 = 2 * 1024 * 1024;
+const PAGE_TIMEOUT: Duration = Duration::from_secs(20);
+const SEARCH_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Reads pages through the outbound policy's `fetch` purpose.
+#[derive(Clone, Debug)]
+pub struct NetPageReader {
+    net: NetClient,
+}
+
+impl NetPageReader {
+    pub fn new(policy: Arc<OutboundPolicy>) -> Result<Self, NetError> {
+        let net = NetClient::builder(policy, Purpose::Fetch)
+            .total_timeout(Some(PAGE_TIMEOUT))
+            // The reader stops at MAX_PAGE_BYTES itself; the client's cap is the backstop.
+            .max_response_bytes(MAX_PAGE_BYTES as u64 + 64 * 1024)
+            .build()?;
+        Ok(NetPageReader { net })
+    }
+
+    async fn read(&self, url: &str) -> Result<FetchedPage, ToolError> {
+        let request = self
+            .net
+            .get(url)
+            .map_err(|e| ToolError(e.to_string()))?
+            .header("accept", "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5");
+        let mut response = self.net.send(request).await.map_err(|e| ToolError(e.to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(ToolError(format!("the site answered {status}")));
+        }
+        let media_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|v| v.trim().to_ascii_lowercase())
+            .unwrap_or_default();
+        let final_url = response.url().to_string();
+        let mut body = Vec::new();
+        while body.len() < MAX_PAGE_BYTES {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                Ok(None) => break,
+                Err(e) => return Err(ToolError(e.to_string())),
+            }
+        }
+        body.truncate(MAX_PAGE_BYTES);
+        Ok(FetchedPage {
+            url: final_url,
+            media_type,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
+    }
+}
+
+impl PageReader for NetPageReader {
+    fn fetch<'a>(&'a self, url: &'a str) -> PortFuture<'a, FetchedPage> {
+        Box::pin(self.read(url))
+    }
+}
+
+/// Asks a SearXNG-compatible service: `GET {address}/search?q=..&format=json`.
+#[derive(Clone, Debug)]
+pub struct SearxSearch {
+    net: NetClient,
+    endpoint: url::Url,
+}
+
+/// Why a web search address cannot be used; the message says what to write instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchSetupError {
+    #[error(
+        "the web search address must be an http or https URL such as http://127.0.0.1:8888 \
+         (the SearXNG instance's address): {0}"
+    )]
+    Address(String),
+    #[error("the web search client could not be built: {0}")]
+    Client(#[from] NetError),
+}
+
+/// The search endpoint for an administrator's address (`.../search` is added unless given).
+pub fn search_endpoint(address: &str) -> Result<url::Url, SearchSetupError> {
+    let mut url =
+        url::Url::parse(address.trim()).map_err(|e| SearchSetupError::Address(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(SearchSetupError::Address(format!("`{address}` is not http(s) with a host")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(SearchSetupError::Address("it must not carry a user name or password".into()));
+    }
+    url.set_query(None);
+    url.set_fragment(None);
+    if !url.path().trim_end_matches('/').ends_with("/search") {
+        let path = format!("{}/search", url.path().trim_end_matches('/'));
+        url.set_path(&path);
+    }
+    Ok(url)
+}
+
+#[derive(Deserialize)]
+struct SearxAnswer {
+    #[serde(default)]
+    results: Vec<SearxResult>,
+}
+
+#[derive(Deserialize)]
+struct SearxResult {
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    content: String,
+}
+
+impl SearxSearch {
+    /// A client that can reach the service's origin and nothing else.
+    pub fn new(policy: &OutboundPolicy, address: &str) -> Result<Self, SearchSetupError> {
+        let endpoint = search_endpoint(address)?;
+        let origin = endpoint.origin().ascii_serialization();
+        let policy = policy
+            .clone()
+            .with_allow_list(Purpose::Search, Some(&origin))
+            .map_err(|e| SearchSetupError::Address(e.to_string()))?;
+        let net = NetClient::builder(Arc::new(policy), Purpose::Search)
+            .total_timeout(Some(SEARCH_TIMEOUT))
+            .max_response_bytes(MAX_SEARCH_BYTES)
+            .build()?;
+        Ok(SearxSearch { net, endpoint })
+    }
+
+    async fn ask(&self, query: &str) -> Result<Vec<SearchHit>, ToolError> {
+        let mut url = self.endpoint.clone();
+        url.query_pairs_mut().append_pair("q", query).append_pair("format", "json");
+        let request = self
+            .net
+            .get(url.as_str())
+            .map_err(|e| ToolError(e.to_string()))?
+            .header("accept", "application/json");
+        let response = self.net.send(request).await.map_err(|e| ToolError(e.to_string()))?;
+        let status = response.status();
+        if status.as_u16() == 403 {
+            return Err(ToolError(
+                "the search service refused to answer in JSON (an administrator enables the \
+                 json format in its settings)"
+                    .into(),
+            ));
+        }
+        if !status.is_success() {
+            return Err(ToolError(format!("the search service answered {status}")));
+        }
+        let body = response.bytes().await.map_err(|e| ToolError(e.to_string()))?;
+        let answer: SearxAnswer = serde_json::from_slice(&body)
+            .map_err(|_| ToolError("the search service's answer was not SearXNG's JSON".into()))?;
+        Ok(answer
+            .results
+            .into_iter()
+            .filter(|r| !r.url.is_empty())
+            .map(|r| SearchHit { title: r.title, url: r.url, snippet: r.content })
+            .collect())
+    }
+}
+
+impl WebSearch for SearxSearch {
+    fn search<'a>(&'a self, query: &'a str) -> PortFuture<'a, Vec<SearchHit>> {
+        Box::pin(self.ask(query))
+    }
+}
+
+/// A persona's memory in the database.
+#[derive(Clone, Debug)]
+pub struct StoreMemory {
+    pub store: Store,
+}
+
+fn entry(note: llooma_store::MemoryNote) -> MemoryEntry {
+    MemoryEntry {
+        id: note.id,
+        content: note.content,
+        created_at: llooma_store::ms_to_rfc3339(note.created_at_ms),
+    }
+}
+
+fn store_error(err: llooma_store::StoreError) -> ToolError {
+    tracing::warn!(error = %err, "a memory tool could not reach the database");
+    ToolError("the database did not answer; try again later".into())
+}
+
+impl MemoryPort for StoreMemory {
+    fn entries<'a>(&'a self, persona_id: &'a str) -> PortFuture<'a, Vec<MemoryEntry>> {
+        Box::pin(async move {
+            let notes = self.store.memory_notes(persona_id).await.map_err(store_error)?;
+            Ok(notes.into_iter().map(entry).collect())
+        })
+    }
+
+    fn remember<'a>(
+        &'a self,
+        persona_id: &'a str,
+        content: &'a str,
+        max_entries: usize,
+    ) -> PortFuture<'a, Option<MemoryEntry>> {
+        Box::pin(async move {
+            let note = self
+                .store
+                .add_memory_note(persona_id, content, max_entries)
+                .await
+                .map_err(store_error)?;
+            Ok(note.map(entry))
+        })
+    }
+
+    fn forget<'a>(&'a self, persona_id: &'a str, entry_id: &'a str) -> PortFuture<'a, bool> {
+        Box::pin(async move {
+            self.store.forget_memory_note(persona_id, entry_id).await.map_err(store_error)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_search_endpoint_is_the_address_with_search_added_once() {
+        let cases = [
+            ("http://127.0.0.1:8888", "http://127.0.0.1:8888/search"),
+            ("http://127.0.0.1:8888/", "http://127.0.0.1:8888/search"),
+            ("https://searx.lan/searxng/", "https://searx.lan/searxng/search"),
+            ("https://searx.lan/search?q=x&format=json", "https://searx.lan/search"),
+        ];
+        for (given, expected) in cases {
+            assert_eq!(search_endpoint(given).unwrap().as_str(), expected, "{given}");
+        }
+        for bad in ["searx.lan", "ftp://searx.lan", "http://user:pw@searx.lan", ""] {
+            let err = search_endpoint(bad).unwrap_err().to_string();
+            assert!(err.contains("http://127.0.0.1:8888"), "{bad}: {err}");
+        }
+    }
+}
