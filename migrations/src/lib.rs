@@ -17,6 +17,7 @@ mod m0001_foundation;
 mod m0002_approvals;
 mod m0003_mcp_servers;
 mod m0004_conversations;
+mod m0006_bot_integrations;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0002_approvals::Migration),
             Box::new(m0003_mcp_servers::Migration),
             Box::new(m0004_conversations::Migration),
+            Box::new(m0006_bot_integrations::Migration),
         ]
     }
 }

@@ -6,5 +6,6 @@
 #![expect(clippy::unwrap_used, clippy::expect_used, reason = "test helpers panic on failed setup")]
 
 mod approvals;
+mod bots;
 mod consent;
 mod support;
