@@ -198,6 +198,8 @@ pub(crate) struct State {
     pub follow_calls: Vec<FollowCall>,
     pub mark_read_calls: Vec<MarkReadCall>,
     pub next: u64,
+    /// Every call answers 503 (the server is down behind its proxy).
+    pub unavailable: bool,
 }
 
 impl State {
@@ -441,6 +443,11 @@ impl FakeChatto {
             unread: true,
         });
         id
+    }
+
+    /// Takes the server down (every call answers HTTP 503 with no Connect body) or back up.
+    pub fn set_unavailable(&self, down: bool) {
+        lock(&self.state).unavailable = down;
     }
 
     /// Every `CreateMessage` call so far, accepted or not.

@@ -50,6 +50,10 @@ async fn handle(
     Path((service, method)): Path<(String, String)>,
     request: Request,
 ) -> Response {
+    if crate::lock(&state).unavailable {
+        // What a proxy in front of a stopped server answers: no Connect body.
+        return (StatusCode::SERVICE_UNAVAILABLE, "service unavailable").into_response();
+    }
     let headers = request.headers().clone();
     let is_json = headers
         .get(header::CONTENT_TYPE)

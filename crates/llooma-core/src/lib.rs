@@ -11,6 +11,8 @@
 mod mcp;
 
 pub use mcp::{McpTool, McpTurn};
+/// Names of the built-in tools this engine provides (what a bot's tick list can turn on).
+pub const BUILTIN_TOOLS: &[&str] = &[CURRENT_DATE];
 
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::TurnGuard;
@@ -145,6 +147,16 @@ async fn one_round<S: TurnSink>(
     }
 }
 
+/// How a turn that is not a person's conversation differs (a bot's). The default is a
+/// conversation's turn: every built-in tool, every MCP call put to the person.
+#[derive(Clone, Debug, Default)]
+pub struct TurnOptions {
+    /// The built-in tools offered, by name; `None` offers every one the instance provides.
+    pub builtin_tools: Option<Vec<String>>,
+    /// Who started the turn: decides whether an MCP call is asked, run unasked or refused.
+    pub context: Option<llooma_approval_broker::Context>,
+}
+
 /// Runs one turn to its end. `stop` turning true stops it (the provider stream is dropped).
 /// With `mcp`, its tools are offered beside the built-in ones and each call goes through the
 /// approval broker.
@@ -153,12 +165,28 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     request: &TurnRequest,
     mcp: Option<&McpTurn<'_, P>>,
     sink: &S,
+    stop: watch::Receiver<bool>,
+) -> TurnEnd {
+    run_turn_with(provider, request, mcp, sink, stop, &TurnOptions::default()).await
+}
+
+/// [`run_turn`] with [`TurnOptions`] (a bot's turn: its ticked tools, MCP run unasked).
+pub async fn run_turn_with<S: TurnSink, P: ApprovalPort>(
+    provider: &ProviderClient,
+    request: &TurnRequest,
+    mcp: Option<&McpTurn<'_, P>>,
+    sink: &S,
     mut stop: watch::Receiver<bool>,
+    options: &TurnOptions,
 ) -> TurnEnd {
     let mut text = String::new();
     let mut messages = history_messages(request);
     let mut guard = TurnGuard::new();
     let mut tools = builtin_tools();
+    if let Some(ticked) = &options.builtin_tools {
+        tools.retain(|t| ticked.contains(&t.name));
+    }
+    let context = options.context.unwrap_or(llooma_approval_broker::Context::Conversation);
     if let Some(mcp) = mcp {
         tools.extend(mcp.definitions());
     }
@@ -182,7 +210,11 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
             for call in &round.calls {
                 let result = match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
-                    Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await?,
+                    Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink, context).await?,
+                    None if !tools.iter().any(|t| t.name == call.name) => format!(
+                        "There is no tool named `{}` in this turn; answer without it.",
+                        call.name
+                    ),
                     None => {
                         let result = run_tool(call, request);
                         sink.event(

@@ -6,7 +6,7 @@
 //! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
 //! the result wrapped by the memory guard → a timeline step naming server and tool.
 
-use llooma_approval_broker::{ApprovalPort, Broker, NewCall, Unasked};
+use llooma_approval_broker::{ApprovalPort, Broker, Context, Gate, NewCall, Unasked, gate};
 use llooma_mcp_client::McpClient;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_policy::consent::{
@@ -72,6 +72,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         call: &ToolCall,
         guard: &mut TurnGuard,
         sink: &S,
+        context: Context,
     ) -> Result<String, String> {
         let step = |state: &str, extra: Value| {
             let mut data = json!({
@@ -106,27 +107,40 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             tool_definition_hash: tool.definition_hash.clone(),
             arguments: arguments.clone(),
         };
-        let decision = decide(
-            self.mode,
-            TrustLevel::ExternalMcp,
-            &self.grants,
-            &self.rules,
-            &ConsentCall {
-                server_address: &tool.server_address,
-                tool_name: &tool.tool_name,
-                tool_definition_hash: &tool.definition_hash,
-                arguments: &arguments,
-                risk: None,
-                read_only_hint: tool.read_only_hint,
-            },
-        );
+        let gate = gate(context);
+        if let Gate::RefuseOutright { reason } = gate {
+            sink.event("step", step("refused", json!({}))).await.map_err(|e| e.to_string())?;
+            return Ok(reason.to_owned());
+        }
+        // A ticked bot runs its calls unasked (the tick is the whole of the consent); recorded.
+        let decision = (gate == Gate::Ask).then(|| {
+            decide(
+                self.mode,
+                TrustLevel::ExternalMcp,
+                &self.grants,
+                &self.rules,
+                &ConsentCall {
+                    server_address: &tool.server_address,
+                    tool_name: &tool.tool_name,
+                    tool_definition_hash: &tool.definition_hash,
+                    arguments: &arguments,
+                    risk: None,
+                    read_only_hint: tool.read_only_hint,
+                },
+            )
+        });
         let approved = match decision {
-            ConsentDecision::Allowed { because } => self
+            None => self
+                .broker
+                .record_unasked(new_call, Unasked::Bot)
+                .await
+                .map_err(|e| e.to_string())?,
+            Some(ConsentDecision::Allowed { because }) => self
                 .broker
                 .record_unasked(new_call, Unasked::Remembered(because))
                 .await
                 .map_err(|e| e.to_string())?,
-            ConsentDecision::Ask => {
+            Some(ConsentDecision::Ask) => {
                 let pending = self.broker.request(new_call).await.map_err(|e| e.to_string())?;
                 sink.event("approval", json!({ "card": pending.card() }))
                     .await
