@@ -55,6 +55,8 @@ pub struct Settings {
     pub mcp_call_timeout_secs: u64,
     /// How often MCP servers that report tool-list changes are (re)watched; 0 turns watching off.
     pub mcp_watch_secs: u64,
+    /// How often each bot integration asks its chat server what happened; 0 turns bots off.
+    pub bot_poll_secs: u64,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -84,6 +86,7 @@ impl Default for Settings {
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
             mcp_call_timeout_secs: 60,
+            bot_poll_secs: 5,
             secret: None,
         }
     }
@@ -152,7 +155,8 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 8] = [
+        let numbers: [(&str, &mut u64); 9] = [
+            ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_MCP_WATCH_SECS", &mut self.mcp_watch_secs),
             ("LLOOMA_SESSION_IDLE_SECS", &mut self.session_idle_secs),

@@ -249,7 +249,10 @@ impl TurnSink for LogSink {
     }
 }
 
-async fn provider_client(state: &AppState, provider_id: &str) -> Result<ProviderClient, String> {
+pub(crate) async fn provider_client(
+    state: &AppState,
+    provider_id: &str,
+) -> Result<ProviderClient, String> {
     let provider =
         state.store.provider(provider_id).await.map_err(|e| e.to_string())?.ok_or_else(|| {
             "the conversation's model provider was removed; choose another model".to_owned()

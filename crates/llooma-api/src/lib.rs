@@ -9,6 +9,8 @@
 mod admin;
 mod approvals;
 mod auth;
+mod bot_runtime;
+mod bots;
 mod conversations;
 mod csrf;
 pub mod error;
@@ -30,6 +32,7 @@ use llooma_store::Store;
 use llooma_vault::Vault;
 
 pub use auth::{normalize_username, validate_password, validate_username};
+pub use bot_runtime::start_bots;
 pub use conversations::Turns;
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
@@ -136,6 +139,9 @@ pub fn router(state: AppState) -> Router {
         .route("/conversations/{id}/messages", post(conversations::send))
         .route("/conversations/{id}/stop", post(conversations::stop))
         .route("/conversations/{id}/events", get(conversations::events))
+        .route("/bots", get(bots::list).post(bots::create))
+        .route("/bots/test", post(bots::test))
+        .route("/bots/{id}", get(bots::get).patch(bots::patch).delete(bots::delete))
         .route("/approvals", get(approvals::list))
         .route("/approvals/events", get(approvals::events))
         .route("/approvals/{id}/answer", post(approvals::answer))
