@@ -570,3 +570,64 @@ async fn two_replicas_on_postgres_poll_each_bot_once_and_take_over() {
     assert!(posts[5].body.ends_with("after the crash"));
     let _ = id;
 }
+
+#[tokio::test]
+async fn the_answer_comes_from_the_bots_model_with_its_instructions_and_ticked_tools() {
+    let replies = vec![
+        Reply::tool_call("current_date", json!({})),
+        Reply::text("It is the day you think it is."),
+    ];
+    let mut w = World::new(&ALL_BOT_PERMISSIONS, replies).await;
+    let general = w.general.clone();
+    let id = w
+        .add_bot(json!({
+            "identity": {"source": "instructions", "instructions": "You are Helper, brief and kind."},
+            "tools": ["current_date", "web_search"],
+            "context": {"mode": "calling_message"},
+        }))
+        .await;
+    w.ann_says(&general, "@helper what day is it?", SignalKind::DirectMentionReceived);
+    let posts = w.posts_settle_at(1).await;
+    assert_eq!(posts[0].body, "It is the day you think it is.");
+    let bodies = w.model.chat_bodies();
+    assert_eq!(bodies.len(), 2, "one tool round, then the answer");
+    let first = &bodies[0];
+    assert_eq!(first["model"], "fake-model");
+    assert_eq!(
+        first["messages"][0],
+        json!({"role": "system", "content": "You are Helper, brief and kind."})
+    );
+    // Only what is ticked and provided: web search is not provided here, so it stays off.
+    let offered: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["current_date"]);
+    let second = bodies[1]["messages"].as_array().unwrap();
+    assert!(second.iter().any(|m| m["role"] == "tool"), "the tool ran: {second:?}");
+
+    // Nothing ticked: no tools offered; the usual system prompt (none yet) instead of instructions.
+    w.patch(&id, json!({"tools": [], "identity": {"source": "system_prompt"}})).await;
+    w.ann_says(&general, "@helper and now?", SignalKind::DirectMentionReceived);
+    w.posts_settle_at(2).await;
+    let last = w.model.chat_bodies().pop().unwrap();
+    assert!(last.get("tools").is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)), "{last}");
+    assert_eq!(last["messages"][0]["role"], "user");
+    // No conversation was created for any of it.
+    assert_eq!(w.tab.get("/api/v1/conversations").await.json, json!([]));
+}
+
+#[tokio::test]
+async fn a_rotated_instance_secret_keeps_the_bot_running() {
+    let mut w = World::new(&ALL_BOT_PERMISSIONS, vec![]).await;
+    let general = w.general.clone();
+    w.add_bot(json!({})).await;
+    w.server.kill();
+    let (ok, _, stderr) = crate::support::run_cli(&w.db, &["rotate-secret"], &[]);
+    assert!(ok, "{stderr}");
+    w.server = start_server(&w.db, &w.model, &w.chat);
+    w.ann_says(&general, "@helper after rotation", SignalKind::DirectMentionReceived);
+    w.posts_settle_at(1).await;
+}
