@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
+use sea_orm::ConnectionTrait;
 use llooma_chatto_fake::{
     ALL_BOT_PERMISSIONS, BotStyle, CreateMessageCall, FakeBot, FakeChatto, SignalKind,
 };
@@ -36,13 +37,30 @@ fn env_for<'a>(model: &'a FakeModel, chat: &'a FakeChatto) -> [(&'static str, St
 }
 
 fn start_server(db: &TestDb, model: &FakeModel, chat: &FakeChatto) -> Server {
+    start_server_with(db, model, chat, &[])
+}
+
+fn start_server_with(
+    db: &TestDb,
+    model: &FakeModel,
+    chat: &FakeChatto,
+    extra: &[(&str, String)],
+) -> Server {
     let env = env_for(model, chat);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let env: Vec<(&str, &str)> = env.iter().chain(extra).map(|(k, v)| (*k, v.as_str())).collect();
     Server::start(db, &env)
 }
 
 impl World {
     async fn new(permissions: &[&str], replies: Vec<Reply>) -> World {
+        World::with_env(permissions, replies, &[]).await
+    }
+
+    async fn with_env(
+        permissions: &[&str],
+        replies: Vec<Reply>,
+        extra: &[(&str, String)],
+    ) -> World {
         let model = FakeModel::builder()
             .replies(replies)
             .fallback(Fallback::Echo { chunk_delay_ms: 0 })
@@ -55,7 +73,7 @@ impl World {
         let general = chat.add_channel("general", &[&bot.id, &ann]);
         let dm = chat.add_dm(&ann, &bot.id);
         let db = TestDb::new();
-        let server = start_server(&db, &model, &chat);
+        let server = start_server_with(&db, &model, &chat, extra);
         let mut tab = server.tab();
         tab.register("root", PASSWORD).await;
         let provider = tab
@@ -630,4 +648,53 @@ async fn a_rotated_instance_secret_keeps_the_bot_running() {
     w.server = start_server(&w.db, &w.model, &w.chat);
     w.ann_says(&general, "@helper after rotation", SignalKind::DirectMentionReceived);
     w.posts_settle_at(1).await;
+}
+
+#[tokio::test]
+async fn mcp_tools_are_offered_only_when_ticked_and_then_run_unasked() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let extra = [("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let mut w = World::with_env(&ALL_BOT_PERMISSIONS, vec![], &extra).await;
+    let general = w.general.clone();
+    let added =
+        w.tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let tools = added.json["tools"].as_array().unwrap();
+    let turn_on =
+        tools.iter().find(|t| t["name"] == "home-assistant-turn_on").unwrap()["modelName"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+
+    // Not ticked: no MCP tool reaches the model.
+    let id = w.add_bot(json!({"context": {"mode": "calling_message"}})).await;
+    w.ann_says(&general, "@helper lights?", SignalKind::DirectMentionReceived);
+    w.posts_settle_at(1).await;
+    assert!(!w.model.chat_bodies()[0].to_string().contains(&turn_on));
+
+    // Ticked: offered, and the call runs without a card (the tick is the consent), recorded.
+    w.patch(&id, json!({"mcp": true})).await;
+    w.model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
+    w.model.push(Reply::text("Done, the light is on."));
+    w.ann_says(&general, "@helper kitchen light on", SignalKind::DirectMentionReceived);
+    let posts = w.posts_settle_at(2).await;
+    assert_eq!(posts[1].body, "Done, the light is on.");
+    let bodies = w.model.chat_bodies();
+    assert!(bodies[1].to_string().contains(&turn_on));
+    assert!(bodies[2].to_string().contains("light.kitchen is on"), "{}", bodies[2]);
+    assert_eq!(w.tab.get("/api/v1/approvals").await.json.as_array().map(Vec::len), Some(0));
+    let conn = crate::support::connect(&w.db).await;
+    let rows = conn
+        .query_all_raw(sea_orm::Statement::from_string(
+            conn.get_database_backend(),
+            "SELECT answered_by, state FROM approval_calls",
+        ))
+        .await
+        .unwrap();
+    let recorded: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r.try_get_by_index(0).unwrap(), r.try_get_by_index(1).unwrap()))
+        .collect();
+    assert_eq!(recorded, [("bot".to_owned(), "allowed".to_owned())]);
+    conn.close().await.unwrap();
 }
