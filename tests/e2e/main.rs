@@ -6,6 +6,7 @@
 mod accounts;
 mod api_errors;
 mod approvals;
+mod bots;
 mod builtin_tools;
 mod cli;
 mod conversations;

@@ -152,6 +152,12 @@ impl Server {
     pub fn tab(&self) -> Tab {
         Tab::new(&self.base)
     }
+
+    /// Kills the process (SIGKILL: no shutdown, like a crash) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for Server {

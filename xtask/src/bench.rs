@@ -25,6 +25,11 @@ const GROUPS: &[(&str, &str, Group)] = &[
         turns,
     ),
     (
+        "bots",
+        "the release binary polling 200 bot integrations every 5 s: CPU, memory, notification to post",
+        crate::bench_bots::bots,
+    ),
+    (
         "criterion",
         "`cargo bench -p <crate>` for every workspace crate with bench targets (benches/)",
         criterion,

@@ -4,6 +4,7 @@
 //! stderr so that `cargo xtask ... | ...` pipes stay clean.
 
 mod bench;
+mod bench_bots;
 mod bench_server;
 mod ci;
 mod deny;

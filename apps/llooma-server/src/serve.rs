@@ -86,6 +86,13 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
             Duration::from_secs(settings.mcp_watch_secs),
         ))
     });
+    let bots = (settings.bot_poll_secs > 0).then(|| {
+        llooma_api::start_bots(
+            state.clone(),
+            Duration::from_secs(settings.bot_poll_secs),
+            replica_id.clone(),
+        )
+    });
     let app = llooma_api::router(state).layer(TraceLayer::new_for_http());
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
@@ -115,6 +122,10 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     if let Some(watcher) = watcher {
         watcher.abort();
     }
+    // Pollers end and give their leases back, so another replica takes over at once.
+    if let Some(bots) = bots {
+        let _ = tokio::time::timeout(grace, bots).await;
+    }
     // Questions this process was waiting on can no longer be answered here: say so to every tab.
     if let Err(err) = broker.shutdown().await {
         tracing::warn!(error = %err, "closing the approval broker failed");
@@ -138,6 +149,10 @@ async fn upkeep(store: Store, settings: Settings) {
         }
         if let Err(err) = store.purge_login_failures(now - window_ms).await {
             tracing::warn!(error = %err, "clearing old login failures failed");
+        }
+        // The bot guard rails look back one hour; two keep a margin.
+        if let Err(err) = store.purge_bot_activations(now - 2 * 3_600_000).await {
+            tracing::warn!(error = %err, "clearing old bot activations failed");
         }
     }
 }

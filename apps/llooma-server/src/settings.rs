@@ -57,6 +57,8 @@ pub struct Settings {
     pub mcp_watch_secs: u64,
     /// How long an approval card waits for an answer before the call counts as refused.
     pub approval_window_secs: u64,
+    /// How often each bot integration asks its chat server what happened; 0 turns bots off.
+    pub bot_poll_secs: u64,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -87,6 +89,7 @@ impl Default for Settings {
             mcp_watch_secs: 30,
             mcp_call_timeout_secs: 60,
             approval_window_secs: 120,
+            bot_poll_secs: 5,
             secret: None,
         }
     }
@@ -155,7 +158,8 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 9] = [
+        let numbers: [(&str, &mut u64); 10] = [
+            ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
             ("LLOOMA_MCP_WATCH_SECS", &mut self.mcp_watch_secs),

@@ -462,6 +462,7 @@ async fn mcp_turn<'a>(
         conversation_id: conversation_id.to_owned(),
         turn_id: turn_id.to_owned(),
         announce: settings.announce_mode,
+        context: llooma_approval_broker::Context::Conversation,
     })
 }
 

@@ -9,6 +9,8 @@
 mod admin;
 mod approvals;
 mod auth;
+mod bot_runtime;
+mod bots;
 mod conversations;
 mod csrf;
 pub mod error;
@@ -32,6 +34,7 @@ use llooma_store::Store;
 use llooma_vault::Vault;
 
 pub use auth::{normalize_username, validate_password, validate_username};
+pub use bot_runtime::start_bots;
 pub use conversations::Turns;
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
@@ -151,6 +154,9 @@ pub fn router(state: AppState) -> Router {
             "/admin/providers/{id}/prompts",
             get(personas::model_prompts).put(personas::set_model_prompt),
         )
+        .route("/bots", get(bots::list).post(bots::create))
+        .route("/bots/test", post(bots::test))
+        .route("/bots/{id}", get(bots::get).patch(bots::patch).delete(bots::delete))
         .route("/approvals", get(approvals::list))
         .route("/approvals/events", get(approvals::events))
         .route("/approvals/{id}/answer", post(approvals::answer))

@@ -123,6 +123,11 @@ pub enum ErrorAction {
 pub trait ServerError: std::error::Error + Send + Sync + 'static {
     /// What the caller should do.
     fn action(&self) -> ErrorAction;
+
+    /// The permission the bot most likely lacks, when the server refused for that reason.
+    fn missing_permission(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// What the bot logic needs from a chat server. Methods return `Send` futures so a runtime can

@@ -233,6 +233,13 @@ impl ChattoError {
 }
 
 impl ServerError for ChattoError {
+    fn missing_permission(&self) -> Option<&'static str> {
+        match self {
+            ChattoError::PermissionDenied { permission, .. } => *permission,
+            _ => None,
+        }
+    }
+
     fn action(&self) -> ErrorAction {
         match self {
             ChattoError::PermissionDenied { .. }

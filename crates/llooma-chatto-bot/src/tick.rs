@@ -79,6 +79,8 @@ pub struct Stopped {
     /// What happened, in words a person can act on (shown on the integration's card on
     /// [`ErrorAction::Pause`]).
     pub reason: String,
+    /// The chat-server permission that is most likely missing, when that is the problem.
+    pub missing_permission: Option<String>,
 }
 
 /// The result of one tick.
@@ -98,7 +100,11 @@ enum Step {
 }
 
 fn stop<E: ServerError>(err: &E) -> Stopped {
-    Stopped { action: err.action(), reason: err.to_string() }
+    Stopped {
+        action: err.action(),
+        reason: err.to_string(),
+        missing_permission: err.missing_permission().map(str::to_owned),
+    }
 }
 
 /// Runs one poll at `now`: reads notices, answers what wakes the bot, marks them handled.
@@ -245,6 +251,7 @@ fn storage_down<E: std::error::Error>(err: &E) -> Stopped {
     Stopped {
         action: ErrorAction::BackOff,
         reason: format!("the bot's activation ledger is unavailable: {err}"),
+        missing_permission: None,
     }
 }
 

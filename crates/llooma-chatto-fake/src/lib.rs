@@ -118,6 +118,8 @@ pub struct CreateMessageCall {
     pub in_reply_to: Option<String>,
     /// `None` when accepted, else the Connect error code it was answered with.
     pub refused: Option<String>,
+    /// When it arrived.
+    pub at: DateTime<Utc>,
 }
 
 /// One `FollowThread` call.
@@ -198,6 +200,10 @@ pub(crate) struct State {
     pub follow_calls: Vec<FollowCall>,
     pub mark_read_calls: Vec<MarkReadCall>,
     pub next: u64,
+    /// (caller, when) of every `ListNotificationOccurrences` call.
+    pub list_calls: Vec<(String, DateTime<Utc>)>,
+    /// Every call answers 503 (the server is down behind its proxy).
+    pub unavailable: bool,
 }
 
 impl State {
@@ -443,9 +449,24 @@ impl FakeChatto {
         id
     }
 
+    /// Takes the server down (every call answers HTTP 503 with no Connect body) or back up.
+    pub fn set_unavailable(&self, down: bool) {
+        lock(&self.state).unavailable = down;
+    }
+
     /// Every `CreateMessage` call so far, accepted or not.
     pub fn create_message_calls(&self) -> Vec<CreateMessageCall> {
         lock(&self.state).create_calls.clone()
+    }
+
+    /// When `user_id` listed its notifications, in order.
+    pub fn list_times(&self, user_id: &str) -> Vec<DateTime<Utc>> {
+        lock(&self.state)
+            .list_calls
+            .iter()
+            .filter(|(u, _)| u == user_id)
+            .map(|(_, at)| *at)
+            .collect()
     }
 
     /// Every `FollowThread` call so far.

@@ -50,6 +50,10 @@ async fn handle(
     Path((service, method)): Path<(String, String)>,
     request: Request,
 ) -> Response {
+    if crate::lock(&state).unavailable {
+        // What a proxy in front of a stopped server answers: no Connect body.
+        return (StatusCode::SERVICE_UNAVAILABLE, "service unavailable").into_response();
+    }
     let headers = request.headers().clone();
     let is_json = headers
         .get(header::CONTENT_TYPE)
@@ -88,6 +92,7 @@ fn dispatch(
     match (service, method) {
         ("chatto.api.v1.ViewerService", "GetViewer") => get_viewer(&state, &call),
         ("chatto.api.v1.NotificationService", "ListNotificationOccurrences") => {
+            state.list_calls.push((call.caller.id.clone(), Utc::now()));
             list_notifications(&state, &call)
         }
         ("chatto.api.v1.NotificationService", "MarkNotificationRead") => {
@@ -503,6 +508,7 @@ fn create_message(state: &mut State, call: &Call<'_>) -> Answer {
         thread_root_event_id: call.opt("threadRootEventId"),
         in_reply_to: call.opt("inReplyTo"),
         refused: None,
+        at: Utc::now(),
     };
     let result = create_message_checked(state, call, &record);
     if let Err(fail) = &result {

@@ -226,8 +226,9 @@ async fn one_round<S: TurnSink>(
 }
 
 /// Runs one turn to its end. `stop` turning true stops it (the provider stream is dropped).
-/// `builtins` are the app's own tools this turn offers; with `mcp`, its tools are offered beside
-/// them and each call goes through the approval broker.
+/// `builtins` are the app's own tools this turn offers (a bot picks its own); with `mcp`, its
+/// tools are offered beside them and each call goes through the approval broker, as the
+/// turn's [`McpTurn::context`] decides (asked, run unasked for a ticked bot, or refused).
 pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     provider: &ProviderClient,
     request: &TurnRequest,

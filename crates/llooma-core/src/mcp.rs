@@ -6,7 +6,7 @@
 //! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
 //! the result wrapped by the memory guard → a timeline step naming server and tool.
 
-use llooma_approval_broker::{ApprovalPort, Broker, NewCall, Unasked};
+use llooma_approval_broker::{ApprovalPort, Broker, Context, Gate, NewCall, Unasked, gate};
 use llooma_mcp_client::McpClient;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_policy::consent::{
@@ -71,6 +71,9 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     /// Announce mode: the model is first offered [`ANNOUNCE_TOOL`] only, and a server's (or a
     /// group's) definitions once it asked for them.
     pub announce: bool,
+    /// Who started the turn: a person's conversation asks, a bot with MCP ticked runs its calls
+    /// unasked, a spoken turn is refused MCP outright.
+    pub context: Context,
 }
 
 /// The one MCP tool a turn declares in announce mode. Calling it is not a call to any server:
@@ -422,27 +425,40 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             tool_definition_hash: tool.definition_hash.clone(),
             arguments: arguments.clone(),
         };
-        let decision = decide(
-            self.mode,
-            TrustLevel::ExternalMcp,
-            &self.grants,
-            &self.rules,
-            &ConsentCall {
-                server_address: &tool.server_address,
-                tool_name: &tool.tool_name,
-                tool_definition_hash: &tool.definition_hash,
-                arguments: &arguments,
-                risk: None,
-                read_only_hint: tool.read_only_hint,
-            },
-        );
+        let gate = gate(self.context);
+        if let Gate::RefuseOutright { reason } = gate {
+            sink.event("step", step("refused", json!({}))).await.map_err(|e| e.to_string())?;
+            return Ok(reason.to_owned());
+        }
+        // A ticked bot runs its calls unasked (the tick is the whole of the consent); recorded.
+        let decision = (gate == Gate::Ask).then(|| {
+            decide(
+                self.mode,
+                TrustLevel::ExternalMcp,
+                &self.grants,
+                &self.rules,
+                &ConsentCall {
+                    server_address: &tool.server_address,
+                    tool_name: &tool.tool_name,
+                    tool_definition_hash: &tool.definition_hash,
+                    arguments: &arguments,
+                    risk: None,
+                    read_only_hint: tool.read_only_hint,
+                },
+            )
+        });
         let approved = match decision {
-            ConsentDecision::Allowed { because } => self
+            None => self
+                .broker
+                .record_unasked(new_call, Unasked::Bot)
+                .await
+                .map_err(|e| e.to_string())?,
+            Some(ConsentDecision::Allowed { because }) => self
                 .broker
                 .record_unasked(new_call, Unasked::Remembered(because))
                 .await
                 .map_err(|e| e.to_string())?,
-            ConsentDecision::Ask => {
+            Some(ConsentDecision::Ask) => {
                 let pending = self.broker.request(new_call).await.map_err(|e| e.to_string())?;
                 // Stopped from here on, the card is withdrawn rather than left to lapse.
                 let mut standing = self.broker.abandon_guard(&pending.id);

@@ -367,3 +367,83 @@ pub mod tool_wordings {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+pub mod bot_integrations {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "bot_integrations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub account_id: String,
+        pub label: String,
+        pub address: String,
+        pub api_key_ciphertext: String,
+        pub bot_user_id: String,
+        pub bot_login: String,
+        pub bot_display_name: String,
+        pub provider_id: Option<String>,
+        pub model: Option<String>,
+        pub context_mode: String,
+        pub context_count: i64,
+        pub placement: String,
+        pub identity_source: String,
+        pub persona_id: Option<String>,
+        pub instructions: Option<String>,
+        pub tools_json: String,
+        pub mcp_ticked: bool,
+        pub enabled: bool,
+        pub run_state: String,
+        pub paused_reason: Option<String>,
+        pub last_error: Option<String>,
+        pub missing_permission: Option<String>,
+        pub state_at_ms: i64,
+        pub created_at_ms: i64,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod bot_activations {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "bot_activations")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub integration_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub room_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub event_id: String,
+        pub recorded_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod bot_leases {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "bot_leases")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub integration_id: String,
+        pub holder: Option<String>,
+        pub expires_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

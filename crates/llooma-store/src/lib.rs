@@ -9,6 +9,7 @@
 
 mod accounts;
 mod approvals;
+mod bots;
 mod consent;
 mod conversations;
 mod entities;
@@ -28,6 +29,7 @@ use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbB
 
 pub use accounts::{Account, NewAccount, RegisterOutcome};
 pub use approvals::APPROVAL_CHANNEL;
+pub use bots::{BotConnection, BotIntegration, BotRunReport, BotSettingsRow};
 pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
 pub use conversations::{Conversation, ConversationPatch, Message, TurnEvent};
 pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState};

@@ -25,6 +25,7 @@ pub struct EncryptedColumn {
 pub const ENCRYPTED_COLUMNS: &[EncryptedColumn] = &[
     EncryptedColumn { table: "providers", column: "api_key_ciphertext", id_column: "id" },
     EncryptedColumn { table: "mcp_servers", column: "token_ciphertext", id_column: "id" },
+    EncryptedColumn { table: "bot_integrations", column: "api_key_ciphertext", id_column: "id" },
 ];
 
 fn placeholder(backend: DbBackend, n: usize) -> String {

@@ -6,6 +6,7 @@
 #![expect(clippy::unwrap_used, clippy::expect_used, reason = "test helpers panic on failed setup")]
 
 mod approvals;
+mod bots;
 mod consent;
 mod personas;
 mod support;
