@@ -55,6 +55,9 @@ pub struct Settings {
     pub mcp_call_timeout_secs: u64,
     /// How often MCP servers that report tool-list changes are (re)watched; 0 turns watching off.
     pub mcp_watch_secs: u64,
+    /// The folder holding the web interface's browser part (what `cargo xtask build-web`
+    /// writes); unset means `<target>/web/pkg` beside the binary's own folder.
+    pub web_dir: Option<PathBuf>,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -83,6 +86,7 @@ impl Default for Settings {
             provider_allowed_origins: None,
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
+            web_dir: None,
             mcp_call_timeout_secs: 60,
             secret: None,
         }
@@ -138,6 +142,9 @@ impl Settings {
         }
         if let Some(v) = get("LLOOMA_PUBLIC_URL") {
             self.public_url = Some(v);
+        }
+        if let Some(v) = get("LLOOMA_WEB_DIR") {
+            self.web_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("LLOOMA_SECRET_FILE") {
             self.secret_file = Some(PathBuf::from(v));

@@ -1,0 +1,68 @@
+//! `cargo xtask build-web`: the web interface's browser part.
+//!
+//! `llooma-web` compiled for `wasm32-unknown-unknown` with its `hydrate` feature (as a cdylib,
+//! size-tuned `wasm-release` profile), then wasm-bindgen run as a library (pinned `=` to the
+//! `wasm-bindgen` in Cargo.lock, so the two cannot disagree). Output: `<target>/web/pkg/`
+//! (`llooma_web.js`, `llooma_web_bg.wasm`), where the `llooma` binary of the same target folder
+//! looks by default.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::layering::Workspace;
+use crate::util::{Ctx, fmt_duration, output, run};
+
+const TARGET: &str = "wasm32-unknown-unknown";
+
+/// Builds the browser part; returns the folder it wrote.
+pub fn build_web(ctx: &Ctx) -> Result<PathBuf> {
+    let started = Instant::now();
+    let installed =
+        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
+    if !installed.lines().any(|l| l.trim() == TARGET) {
+        bail!(
+            "the Rust target {TARGET} is not installed; install it with \
+             `rustup target add {TARGET}` (`bash .ci/run` does)"
+        );
+    }
+    let ws = Workspace::load(ctx)?;
+    run(&mut ctx.cargo([
+        "rustc",
+        "--quiet",
+        "-p",
+        "llooma-web",
+        "--lib",
+        "--crate-type",
+        "cdylib",
+        "--target",
+        TARGET,
+        "--profile",
+        "wasm-release",
+        "--no-default-features",
+        "--features",
+        "hydrate",
+    ]))
+    .context("compiling the web interface for the browser failed")?;
+    let wasm = ws.target_dir.join(TARGET).join("wasm-release").join("llooma_web.wasm");
+    let out = ws.target_dir.join("web").join("pkg");
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    wasm_bindgen_cli_support::Bindgen::new()
+        .input_path(&wasm)
+        .web(true)
+        .context("choosing wasm-bindgen's `web` output")?
+        .typescript(false)
+        .generate(&out)
+        .with_context(|| format!("wasm-bindgen on {}", wasm.display()))?;
+    let size = |name: &str| std::fs::metadata(out.join(name)).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "build-web: {} ({} KiB wasm, {} KiB js) in {}",
+        out.display(),
+        size("llooma_web_bg.wasm") / 1024,
+        size("llooma_web.js") / 1024,
+        fmt_duration(started.elapsed())
+    );
+    Ok(out)
+}
