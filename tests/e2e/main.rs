@@ -6,6 +6,7 @@
 mod accounts;
 mod api_errors;
 mod approvals;
+mod browser;
 mod cli;
 mod conversations;
 mod mcp_servers;

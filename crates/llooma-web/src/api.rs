@@ -132,13 +132,23 @@ mod browser {
         serde_json::from_str(&text).ok()
     }
 
+    pub fn mark_hydrated() {
+        if let Some(root) =
+            web_sys::window().and_then(|w| w.document()).and_then(|d| d.document_element())
+        {
+            let _ = root.set_attribute("data-hydrated", "true");
+        }
+    }
+
     pub fn console_error(message: &str) {
         web_sys::console::error_1(&JsValue::from_str(message));
     }
 }
 
 #[cfg(feature = "hydrate")]
-pub use browser::{call, console_error, every_second, go, listen, now_ms, page_data};
+pub use browser::{
+    call, console_error, every_second, go, listen, mark_hydrated, now_ms, page_data,
+};
 
 #[cfg(not(feature = "hydrate"))]
 mod inert {

@@ -32,4 +32,6 @@ pub fn hydrate() {
         return;
     };
     leptos::mount::hydrate_body(move || view! { <App page=page /> });
+    // Says the page is live (browser tests wait for it).
+    api::mark_hydrated();
 }

@@ -18,6 +18,10 @@ pub struct Me {
 
 /// One page and its data.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per page rendered, never in bulk (and the sizes differ on wasm32)"
+)]
 #[serde(tag = "page", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Page {
     /// Not signed in. On a fresh instance it offers to create the administrator.
