@@ -16,6 +16,32 @@ use crate::layering::Workspace;
 use crate::util::{Ctx, fmt_duration, output, run};
 
 const TARGET: &str = "wasm32-unknown-unknown";
+/// npm's binaryen. Not Debian's (version 108): its output breaks hydration at run time.
+const BINARYEN: &str = "132";
+
+/// `LLOOMA_WASM_OPT`, else npm's binaryen in `<target>/web-tools` (installed there on first use
+/// when npm is on PATH); None when neither can be had.
+fn wasm_opt(ctx: &Ctx, target_dir: &std::path::Path) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("LLOOMA_WASM_OPT") {
+        return Some(PathBuf::from(path));
+    }
+    let tools = target_dir.join("web-tools");
+    let tool = tools.join("node_modules/.bin/wasm-opt");
+    if !tool.exists() {
+        let _ = std::fs::create_dir_all(&tools);
+        let installed = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--silent", "--prefix"])
+            .arg(&tools)
+            .arg(format!("binaryen@{BINARYEN}"))
+            .current_dir(&ctx.root)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !installed {
+            return None;
+        }
+    }
+    tool.exists().then_some(tool)
+}
 
 /// Builds the browser part; returns the folder it wrote.
 pub fn build_web(ctx: &Ctx) -> Result<PathBuf> {
@@ -56,6 +82,27 @@ pub fn build_web(ctx: &Ctx) -> Result<PathBuf> {
         .typescript(false)
         .generate(&out)
         .with_context(|| format!("wasm-bindgen on {}", wasm.display()))?;
+    let bg = out.join("llooma_web_bg.wasm");
+    match wasm_opt(ctx, &ws.target_dir) {
+        Some(tool) => {
+            let before = std::fs::metadata(&bg).map(|m| m.len()).unwrap_or(0);
+            let mut cmd = Command::new(&tool);
+            cmd.arg("-Oz")
+                .args(["--enable-bulk-memory", "--enable-nontrapping-float-to-int"])
+                .args(["--enable-sign-ext", "--enable-mutable-globals"])
+                .arg(&bg)
+                .arg("-o")
+                .arg(&bg);
+            run(&mut cmd).context("wasm-opt failed on the browser part")?;
+            let after = std::fs::metadata(&bg).map(|m| m.len()).unwrap_or(0);
+            eprintln!("build-web: wasm-opt -Oz: {} KiB -> {} KiB", before / 1024, after / 1024);
+        }
+        None => eprintln!(
+            "build-web: note: wasm-opt not found (npm was not usable), so the browser part is \
+             larger than it needs to be; `npm install --prefix <target>/web-tools \
+             binaryen@{BINARYEN}` or set LLOOMA_WASM_OPT"
+        ),
+    }
     let size = |name: &str| std::fs::metadata(out.join(name)).map(|m| m.len()).unwrap_or(0);
     eprintln!(
         "build-web: {} ({} KiB wasm, {} KiB js) in {}",
