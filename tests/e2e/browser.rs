@@ -178,3 +178,90 @@ async fn browser_width_overflow(browser: &Browser) -> bool {
     assert!(source.contains("data-hydrated"));
     browser.overflows().await
 }
+
+/// Signs in through the form.
+async fn sign_in(browser: &Browser, base: &str, username: &str) {
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.type_into("input[name=username]", username).await;
+    browser.type_into("input[name=password]", PASSWORD).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text("h1", "Conversations").await;
+}
+
+#[tokio::test]
+async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users_server() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(admin) = Browser::start(1280, 900).await else { return };
+    let Some(user) = Browser::start(390, 844).await else { return };
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let base = server.base.clone();
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut alice = server.tab();
+    alice.register("alice", PASSWORD).await;
+    let token = "tok-never-shown-4f81c2";
+
+    // The administrator tests a server: its tool names show before anything is stored.
+    sign_in(&admin, &base, "root").await;
+    admin.goto(&format!("{base}/settings/tools")).await;
+    admin.wait_live().await;
+    admin.type_into("input[name=label]", "everything").await;
+    admin.type_into("input[name=address]", &peer.url()).await;
+    admin.type_into("input[name=token]", token).await;
+    admin.click("button.test").await;
+    let found = admin.wait_text(".test-result .tool-names", "echo").await;
+    assert!(found.contains("get-sum"), "{found}");
+    assert_eq!(root.get("/api/v1/mcp/servers").await.json, json!([]), "a test stores nothing");
+    admin.screenshot("settings-tools-test").await;
+    admin.click("button.add").await;
+    admin.wait_text(".card.server .label", "everything").await;
+    admin.wait_live().await;
+    admin.wait_text(".card.server .meta", "token set").await;
+    // The token is in no page and no answer.
+    assert!(!admin.source().await.contains(token), "the token is on the settings page");
+    let listed = root.get("/api/v1/mcp/servers").await;
+    assert!(!listed.text.contains(token), "{}", listed.text);
+
+    // A user may not add one while the instance does not allow it: the page says why.
+    sign_in(&user, &base, "alice").await;
+    user.goto(&format!("{base}/settings/tools")).await;
+    user.wait_live().await;
+    user.type_into("input[name=label]", "mine").await;
+    user.type_into("input[name=address]", &peer.url()).await;
+    user.click("button.add").await;
+    user.wait_text("p.error", "not allowed for your account").await;
+    assert_eq!(alice.get("/api/v1/mcp/servers").await.json, json!([]));
+
+    // The administrator allows it; the user adds one; the administrator suspends it with a
+    // reason, which the user then reads on the card.
+    admin.goto(&format!("{base}/admin/mcp")).await;
+    admin.wait_live().await;
+    admin.click("input[name=users-can-add]").await;
+    until_api(&mut root, "/api/v1/admin/settings", "the instance setting", |s| {
+        s["usersCanAddMcpServers"] == true
+    })
+    .await;
+    user.reload().await;
+    user.wait_live().await;
+    user.type_into("input[name=label]", "mine").await;
+    user.type_into("input[name=address]", &peer.url()).await;
+    user.click("button.add").await;
+    user.wait_text(".card.server .label", "mine").await;
+    admin.reload().await;
+    admin.wait_live().await;
+    admin
+        .type_into("article[data-owner=alice] input[name=reason]", "Too many calls at night")
+        .await;
+    admin.click("article[data-owner=alice] button.suspend").await;
+    admin.wait_text("article[data-owner=alice] .suspension", "Too many calls at night").await;
+    assert!(!admin.source().await.contains(token), "the token is on the admin page");
+    admin.screenshot("admin-mcp-servers").await;
+    user.reload().await;
+    user.wait_live().await;
+    let card = user.wait_text(".card.server .suspension", "Too many calls at night").await;
+    assert!(card.contains("Suspended by an administrator"), "{card}");
+    user.screenshot("settings-tools-suspended-phone").await;
+}

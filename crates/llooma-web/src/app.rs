@@ -24,6 +24,14 @@ pub fn App(page: Page) -> impl IntoView {
             <Conversation me detail cards providers always_allow now_ms />
         }
         .into_any(),
+        Page::SettingsTools { me, servers, settings, mode } => view! {
+            <crate::settings::SettingsTools me servers settings mode />
+        }
+        .into_any(),
+        Page::AdminMcp { me, users_can_add, servers } => view! {
+            <crate::settings::AdminMcp me users_can_add servers />
+        }
+        .into_any(),
         Page::NotFound { me } => view! {
             <div class="page">
                 {me.map(|me| view! { <TopBar me /> })}
@@ -40,7 +48,7 @@ pub fn App(page: Page) -> impl IntoView {
 
 /// The bar on top of every signed-in page: home, who is signed in, sign out.
 #[component]
-fn TopBar(me: Me) -> impl IntoView {
+pub(crate) fn TopBar(me: Me) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let sign_out = move |_| {
         let csrf = csrf.clone();
@@ -52,6 +60,10 @@ fn TopBar(me: Me) -> impl IntoView {
     view! {
         <header class="topbar">
             <a class="brand" href="/">"Llooma"</a>
+            <nav class="links">
+                <a href="/settings/tools">"Settings"</a>
+                {me.admin.then(|| view! { <a href="/admin/mcp">"Admin"</a> })}
+            </nav>
             <span class="who">
                 {me.display_name.clone()}
                 {me.admin.then(|| view! { <span class="badge">"admin"</span> })}

@@ -15,6 +15,7 @@
 mod api;
 mod app;
 pub mod model;
+mod settings;
 
 #[cfg(feature = "ssr")]
 pub mod server;

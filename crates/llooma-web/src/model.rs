@@ -2,7 +2,10 @@
 //! the page as JSON; the browser reads it back and renders the same components from it, so both
 //! sides build the same tree.
 
-use llooma_types::{ApprovalCardView, ConversationDetail, ConversationView, ProviderChoice};
+use llooma_types::{
+    AdminMcpServerView, ApprovalCardView, ConversationDetail, ConversationView, McpServerView,
+    McpToolSettingsView, ProviderChoice,
+};
 use serde::{Deserialize, Serialize};
 
 /// The signed-in person, as the page needs it.
@@ -44,6 +47,16 @@ pub enum Page {
         always_allow: bool,
         now_ms: i64,
     },
+    /// Settings → Tools: the account's MCP servers, tool budget and permission mode.
+    SettingsTools {
+        me: Me,
+        servers: Vec<McpServerView>,
+        settings: McpToolSettingsView,
+        /// `ask`, `rules` or `allow_all`.
+        mode: String,
+    },
+    /// Admin → MCP servers: every server of the instance.
+    AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
     /// Nothing here (or not this account's).
     NotFound { me: Option<Me> },
 }
@@ -56,6 +69,8 @@ impl Page {
             Page::SignIn { .. } => "Sign in · Llooma".to_owned(),
             Page::Home { .. } => "Conversations · Llooma".to_owned(),
             Page::Conversation { detail, .. } => format!("{} · Llooma", detail.conversation.title),
+            Page::SettingsTools { .. } => "Settings → Tools · Llooma".to_owned(),
+            Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }
     }

@@ -16,8 +16,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
-    ApprovalCardView, ConversationDetail, ConversationView, InstanceInfo, ProviderChoice, Role,
-    SessionView,
+    AdminMcpServerView, ApprovalCardView, ConversationDetail, ConversationView, InstanceInfo,
+    InstanceSettingsView, McpServerView, McpToolSettingsView, ProviderChoice, Role, SessionView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -79,6 +79,8 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
     Router::new()
         .route("/", get(home))
         .route("/c/{id}", get(conversation))
+        .route("/settings/tools", get(settings_tools))
+        .route("/admin/mcp", get(admin_mcp))
         .route("/pkg/{file}", get(client_file))
         .route("/assets/style.css", get(style))
         .fallback(not_found)
@@ -292,6 +294,51 @@ async fn conversation(
         Ok((detail, cards, providers, always_allow)) => web.page(
             StatusCode::OK,
             &Page::Conversation { me, detail, cards, providers, always_allow, now_ms: now_ms() },
+        ),
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    let loaded = async {
+        let servers: Vec<McpServerView> = web.get(&caller, "/api/v1/mcp/servers").await?;
+        let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
+        let consent: Value = web.get(&caller, "/api/v1/consent").await?;
+        let mode = consent["mode"].as_str().unwrap_or("ask").to_owned();
+        Ok::<_, Fail>((servers, settings, mode))
+    };
+    match loaded.await {
+        Ok((servers, settings, mode)) => {
+            web.page(StatusCode::OK, &Page::SettingsTools { me, servers, settings, mode })
+        }
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn admin_mcp(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    if !me.admin {
+        return web.failed(Fail::NotFound, Some(me));
+    }
+    let loaded = async {
+        let settings: InstanceSettingsView = web.get(&caller, "/api/v1/admin/settings").await?;
+        let servers: Vec<AdminMcpServerView> =
+            web.get(&caller, "/api/v1/admin/mcp/servers").await?;
+        Ok::<_, Fail>((settings, servers))
+    };
+    match loaded.await {
+        Ok((settings, servers)) => web.page(
+            StatusCode::OK,
+            &Page::AdminMcp { me, users_can_add: settings.users_can_add_mcp_servers, servers },
         ),
         Err(fail) => web.failed(fail, Some(me)),
     }

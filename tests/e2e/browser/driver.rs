@@ -194,8 +194,11 @@ impl Browser {
     pub async fn wait_text(&self, css: &str, wanted: &str) -> String {
         let deadline = Instant::now() + WAIT;
         loop {
-            if self.try_find(css).await.is_some() {
-                let text = self.text(css).await;
+            // The page may be replaced between finding and reading (a reload): try again.
+            if let Some(id) = self.try_find(css).await
+                && let Ok(text) = self.command("GET", &format!("/element/{id}/text"), None).await
+            {
+                let text = text.as_str().unwrap_or_default().to_owned();
                 if text.contains(wanted) {
                     return text;
                 }
