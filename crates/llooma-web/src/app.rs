@@ -836,7 +836,7 @@ fn ApprovalCard(
                     }
                 })}
             <p class="description">{card.tool_description.clone()}</p>
-            <p class="label">"Arguments, exactly as they will be sent:"</p>
+            <p class="args-label">"Arguments, exactly as they will be sent:"</p>
             <pre class="args" tabindex="0">{pretty(&card.arguments_json)}</pre>
             <p class="countdown">{countdown}</p>
             <div class="actions">

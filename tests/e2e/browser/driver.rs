@@ -48,7 +48,7 @@ impl Drop for Browser {
 }
 
 impl Browser {
-    /// A phone-sized or desktop-sized window.
+    /// A phone-sized or desktop-sized viewport.
     pub async fn start(width: u32, height: u32) -> Option<Browser> {
         let (driver_path, chromium) = tools()?;
         let port = llooma_test_support::peers::free_port();
@@ -66,7 +66,7 @@ impl Browser {
             assert!(Instant::now() < deadline, "chromedriver did not answer on port {port}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let capabilities = json!({"capabilities": {"alwaysMatch": {
+        let mut capabilities = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
             "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {
@@ -80,6 +80,11 @@ impl Browser {
                 ],
             },
         }}});
+        if width < 600 {
+            // A phone: its viewport for real (a headless window is at least 500 pixels wide).
+            capabilities["capabilities"]["alwaysMatch"]["goog:chromeOptions"]["mobileEmulation"] =
+                json!({"deviceMetrics": {"width": width, "height": height, "pixelRatio": 1}});
+        }
         let answer: Value = http
             .post(format!("{base}/session"))
             .json(&capabilities)
