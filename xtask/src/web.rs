@@ -49,10 +49,14 @@ pub fn build_web(ctx: &Ctx) -> Result<PathBuf> {
     let installed =
         output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
     if !installed.lines().any(|l| l.trim() == TARGET) {
-        bail!(
-            "the Rust target {TARGET} is not installed; install it with \
-             `rustup target add {TARGET}` (`bash .ci/run` does)"
-        );
+        eprintln!("build-web: the Rust target {TARGET} is missing; adding it with rustup");
+        let added = Command::new("rustup").args(["target", "add", TARGET]).status();
+        if !added.is_ok_and(|s| s.success()) {
+            bail!(
+                "the Rust target {TARGET} is not installed and `rustup target add {TARGET}` \
+                 failed; install it by hand and try again"
+            );
+        }
     }
     let ws = Workspace::load(ctx)?;
     run(&mut ctx.cargo([
