@@ -164,6 +164,24 @@ async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() 
         "signed out, a conversation page sends to sign-in"
     );
 
+    let wasm = tab
+        .http
+        .get(format!("{}/pkg/llooma_web_bg.wasm", server.base))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wasm.headers()["content-type"], "application/wasm");
+    assert_eq!(wasm.headers()["content-encoding"], "gzip", "the browser part is sent gzipped");
+
+    // Without the browser part, pages still render and say what to build.
+    let bare_db = TestDb::new();
+    let bare = Server::start(&bare_db, &[("LLOOMA_WEB_DIR", "/nonexistent/web/pkg")]);
+    let page = bare.tab().get("/").await;
+    assert!(page.text.contains("Create the administrator account"), "{}", page.text);
+    assert!(page.text.contains("class=\"banner\"") && page.text.contains("cargo xtask build-web"));
+    assert!(bare.log_text().contains("cargo xtask build-web"), "the server log says it too");
+
     let Some(browser) = Browser::start(390, 844).await else { return };
     browser.goto(&format!("{}/", server.base)).await;
     browser.wait_live().await;

@@ -107,12 +107,24 @@ pub fn build_web(ctx: &Ctx) -> Result<PathBuf> {
              binaryen@{BINARYEN}` or set LLOOMA_WASM_OPT"
         ),
     }
+    // Gzipped siblings, which the server sends to browsers that accept them.
+    for name in ["llooma_web_bg.wasm", "llooma_web.js"] {
+        let zipped =
+            Command::new("gzip").args(["-9", "-k", "-f", "-n"]).arg(out.join(name)).status();
+        if !zipped.is_ok_and(|s| s.success()) {
+            let _ = std::fs::remove_file(out.join(format!("{name}.gz")));
+            eprintln!("build-web: note: gzip is not usable; the files are served uncompressed");
+            break;
+        }
+    }
     let size = |name: &str| std::fs::metadata(out.join(name)).map(|m| m.len()).unwrap_or(0);
     eprintln!(
-        "build-web: {} ({} KiB wasm, {} KiB js) in {}",
+        "build-web: {} (wasm {} KiB, gzipped {} KiB; js {} KiB, gzipped {} KiB) in {}",
         out.display(),
         size("llooma_web_bg.wasm") / 1024,
+        size("llooma_web_bg.wasm.gz") / 1024,
         size("llooma_web.js") / 1024,
+        size("llooma_web.js.gz") / 1024,
         fmt_duration(started.elapsed())
     );
     Ok(out)

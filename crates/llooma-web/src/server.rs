@@ -38,6 +38,9 @@ pub const WASM_FILE: &str = "llooma_web_bg.wasm";
 pub struct ClientFiles {
     js: Arc<[u8]>,
     wasm: Arc<[u8]>,
+    /// Gzipped copies (`<name>.gz`, written by build-web), sent to browsers that accept them.
+    js_gz: Option<Arc<[u8]>>,
+    wasm_gz: Option<Arc<[u8]>>,
 }
 
 impl ClientFiles {
@@ -53,7 +56,13 @@ impl ClientFiles {
                 )
             })
         };
-        Ok(ClientFiles { js: read(JS_FILE)?.into(), wasm: read(WASM_FILE)?.into() })
+        let gz = |name: &str| std::fs::read(dir.join(format!("{name}.gz"))).ok().map(Arc::from);
+        Ok(ClientFiles {
+            js: read(JS_FILE)?.into(),
+            wasm: read(WASM_FILE)?.into(),
+            js_gz: gz(JS_FILE),
+            wasm_gz: gz(WASM_FILE),
+        })
     }
 
     /// Where `cargo xtask build-web` puts the files for a binary built in the same target
@@ -350,7 +359,11 @@ async fn not_found(State(web): State<Web>, request: Request) -> Response {
     web.page(StatusCode::NOT_FOUND, &Page::NotFound { me })
 }
 
-async fn client_file(State(web): State<Web>, UrlPath(file): UrlPath<String>) -> Response {
+async fn client_file(
+    State(web): State<Web>,
+    UrlPath(file): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
     let Some(client) = &web.client else {
         return (
             StatusCode::NOT_FOUND,
@@ -358,14 +371,26 @@ async fn client_file(State(web): State<Web>, UrlPath(file): UrlPath<String>) -> 
         )
             .into_response();
     };
-    let (bytes, kind) = match file.as_str() {
-        JS_FILE => (client.js.clone(), "text/javascript; charset=utf-8"),
-        WASM_FILE => (client.wasm.clone(), "application/wasm"),
+    let gzip_ok = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    let (plain, gzipped, kind) = match file.as_str() {
+        JS_FILE => (&client.js, &client.js_gz, "text/javascript; charset=utf-8"),
+        WASM_FILE => (&client.wasm, &client.wasm_gz, "application/wasm"),
         _ => return (StatusCode::NOT_FOUND, "No such file.\n").into_response(),
+    };
+    let (bytes, encoded) = match gzipped {
+        Some(gz) if gzip_ok => (gz.clone(), true),
+        _ => (plain.clone(), false),
     };
     let mut response = Body::from(bytes.to_vec()).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if encoded {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
     // Same name after every build: the browser checks before reusing its copy.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     security_headers(headers);
