@@ -7,6 +7,7 @@ mod accounts;
 mod api_errors;
 mod approvals;
 mod bots;
+mod browser;
 mod builtin_tools;
 mod cli;
 mod conversations;

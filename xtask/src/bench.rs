@@ -69,6 +69,9 @@ pub fn bench(ctx: &Ctx, args: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// Features a crate's bench targets need: (crate, features).
+const BENCH_FEATURES: &[(&str, &str)] = &[("llooma-web", "ssr")];
+
 /// Criterion (or any `harness = false`) benches: one `cargo bench -p <crate>` per crate that has
 /// bench targets, so a crate without benches costs nothing.
 fn criterion(ctx: &Ctx, args: &[String]) -> Result<()> {
@@ -84,6 +87,10 @@ fn criterion(ctx: &Ctx, args: &[String]) -> Result<()> {
         eprintln!("{}: benches {}", m.name, m.benches.join(", "));
         // `--benches`: only the bench targets, not the lib's libtest harness in bench mode.
         let mut cmd = ctx.cargo(["bench", "-p", &m.name, "--benches"]);
+        // Crates whose benches need a feature (`required-features` in their manifest).
+        if let Some((_, features)) = BENCH_FEATURES.iter().find(|(name, _)| *name == m.name) {
+            cmd.args(["--features", features]);
+        }
         if !args.is_empty() {
             cmd.arg("--").args(args);
         }

@@ -6,7 +6,8 @@
 //!   fresh database per test and drops it (`DROP DATABASE ... WITH (FORCE)`).
 //! - `LLOOMA_BIN`: absolute path of the already built `llooma` binary (e2e tests start it; they
 //!   must not build it themselves).
-//! - `LLOOMA_SLOW_TESTS=1`: slow suites run.
+//! - `LLOOMA_SLOW_TESTS=1`: slow suites run, and a missing peer or browser (chromium,
+//!   chromedriver) fails a test instead of skipping it.
 
 use std::ffi::OsString;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -49,6 +50,25 @@ pub fn ci(ctx: &Ctx) -> Result<()> {
         run(&mut ctx.cargo(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))
             .context("clippy found problems (warnings are errors in CI)")
     })?;
+    steps.step("cargo clippy (web interface, browser part, wasm32)", || {
+        run(&mut ctx.cargo([
+            "clippy",
+            "-p",
+            "llooma-web",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--no-default-features",
+            "--features",
+            "hydrate",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+        .context(
+            "clippy found problems in the browser part (is the wasm32-unknown-unknown target \
+             installed? `rustup target add wasm32-unknown-unknown`)",
+        )
+    })?;
     steps.step("cargo deny --offline check", || {
         deny::check(ctx).context(
             "cargo-deny failed: a license outside deny.toml's allow-list, a known advisory, a \
@@ -71,6 +91,8 @@ pub fn ci(ctx: &Ctx) -> Result<()> {
         }
         Ok(())
     })?;
+    // The browser tests load the web interface the binary serves from <target>/web/pkg.
+    steps.step("cargo xtask build-web", || crate::web::build_web(ctx).map(|_| ()))?;
     // Real MCP servers for the tests (npm's server-everything, the Python SDK, the conformance
     // suite): installed into target/peers by the script, found through the variables it prints.
     let mut peers: Vec<(String, String)> = Vec::new();

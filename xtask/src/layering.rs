@@ -161,6 +161,21 @@ const DIRECT_RULES: &[DirectRule] = &[
               outbound policy); tests may use reqwest as a dev-dependency",
     },
     DirectRule {
+        scope: Scope::Under(&["crates/llooma-web"]),
+        forbidden: &[
+            "llooma-api",
+            "llooma-store",
+            "llooma-core",
+            "llooma-vault",
+            "llooma-mcp-client",
+            "llooma-net",
+        ],
+        kinds: NON_DEV,
+        why: "the web interface reads and changes everything through the JSON API (in-process \
+              on the server, over HTTP in the browser), which it is handed as a router; it \
+              shares only llooma-types with the server",
+    },
+    DirectRule {
         scope: Scope::Under(&["crates", "migrations"]),
         forbidden: &["anyhow", "eyre", "color-eyre"],
         kinds: NON_DEV,

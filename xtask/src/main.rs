@@ -10,6 +10,7 @@ mod ci;
 mod deny;
 mod layering;
 mod util;
+mod web;
 
 use std::process::ExitCode;
 
@@ -23,7 +24,9 @@ usage: cargo xtask <command> [args]
 commands:
   ci                 everything CI runs, in order, failing fast: fmt, clippy, cargo-deny,
                      layering checks, then tests (nextest on SQLite and on Postgres, doc tests)
-  run [args...]      build and run the server: `cargo run -p llooma-server -- serve [args...]`
+  run [args...]      build the web interface, then build and run the server:
+                     `cargo run -p llooma-server -- serve [args...]`
+  build-web          build the web interface's browser part (wasm) into <target>/web/pkg
   bench [group...] [-- cargo-bench-args...]
                      run benchmark groups (default: all); groups: see `cargo xtask bench --list`
   fake-model [args]  an OpenAI-compatible model server that echoes (or follows a script), to try
@@ -65,7 +68,11 @@ fn dispatch(args: &[String]) -> Result<()> {
             }
             ci::ci(&ctx)
         }
-        "run" => ci::run_server(&ctx, rest),
+        "run" => {
+            web::build_web(&ctx)?;
+            ci::run_server(&ctx, rest)
+        }
+        "build-web" => web::build_web(&ctx).map(|_| ()),
         "bench" => bench::bench(&ctx, rest),
         "conformance" => ci::conformance(&ctx),
         "fake-model" => {

@@ -93,7 +93,12 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
             replica_id.clone(),
         )
     });
-    let app = llooma_api::router(state).layer(TraceLayer::new_for_http());
+    let api = llooma_api::router(state);
+    let client = web_client(&settings);
+    let app = api
+        .clone()
+        .merge(llooma_web::server::router(api, client))
+        .layer(TraceLayer::new_for_http());
 
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
@@ -134,6 +139,22 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let _ = tokio::time::timeout(grace, store.close()).await;
     tracing::info!("shut down");
     Ok(())
+}
+
+/// The web interface's browser part: from `web_dir`, else beside the binary's target folder.
+/// Missing, the server still runs (the API, and pages that say how to build it).
+fn web_client(settings: &Settings) -> Option<llooma_web::server::ClientFiles> {
+    let dir = settings.web_dir.clone().or_else(llooma_web::server::ClientFiles::default_dir)?;
+    match llooma_web::server::ClientFiles::load(&dir) {
+        Ok(files) => {
+            tracing::info!(dir = %dir.display(), "serving the web interface");
+            Some(files)
+        }
+        Err(why) => {
+            tracing::warn!("{why}");
+            None
+        }
+    }
 }
 
 async fn upkeep(store: Store, settings: Settings) {

@@ -59,6 +59,9 @@ pub struct Settings {
     pub approval_window_secs: u64,
     /// How often each bot integration asks its chat server what happened; 0 turns bots off.
     pub bot_poll_secs: u64,
+    /// The folder holding the web interface's browser part (what `cargo xtask build-web`
+    /// writes); unset means `<target>/web/pkg` beside the binary's own folder.
+    pub web_dir: Option<PathBuf>,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -87,6 +90,7 @@ impl Default for Settings {
             provider_allowed_origins: None,
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
+            web_dir: None,
             mcp_call_timeout_secs: 60,
             approval_window_secs: 120,
             bot_poll_secs: 5,
@@ -144,6 +148,9 @@ impl Settings {
         }
         if let Some(v) = get("LLOOMA_PUBLIC_URL") {
             self.public_url = Some(v);
+        }
+        if let Some(v) = get("LLOOMA_WEB_DIR") {
+            self.web_dir = Some(PathBuf::from(v));
         }
         if let Some(v) = get("LLOOMA_SECRET_FILE") {
             self.secret_file = Some(PathBuf::from(v));

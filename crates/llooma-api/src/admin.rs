@@ -4,7 +4,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use llooma_store::{InstanceSettings, InstanceSettingsChange, NewProvider, Provider};
-use llooma_types::{AccountView, InstanceSettingsPatch, InstanceSettingsView, ProviderView};
+use llooma_types::{
+    AccountView, InstanceSettingsPatch, InstanceSettingsView, ProviderChoice, ProviderView,
+};
 use llooma_vault::{Secret, SecretContext};
 use serde::Deserialize;
 
@@ -189,6 +191,20 @@ pub async fn list_providers(
     _admin: Admin,
 ) -> Result<Json<Vec<ProviderView>>, ApiError> {
     Ok(Json(state.store.list_providers().await?.iter().map(provider_view).collect()))
+}
+
+/// `GET /api/v1/providers`: what any signed-in account may choose a model from (names only).
+pub async fn provider_choices(
+    State(state): State<AppState>,
+    _signed_in: crate::session::SignedIn,
+) -> Result<Json<Vec<ProviderChoice>>, ApiError> {
+    let providers = state.store.list_providers().await?;
+    Ok(Json(
+        providers
+            .iter()
+            .map(|p| ProviderChoice { id: p.id.clone(), name: p.name.clone() })
+            .collect(),
+    ))
 }
 
 pub async fn create_provider(

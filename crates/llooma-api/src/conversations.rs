@@ -23,6 +23,7 @@ use llooma_core::{
 use llooma_net::{NetClient, Purpose};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::{Conversation, ConversationPatch, Store};
+use llooma_types::{ConversationDetail, ConversationView, MessageView};
 use llooma_vault::SecretContext;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -76,19 +77,6 @@ impl Turns {
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConversationView {
-    id: String,
-    title: String,
-    provider_id: Option<String>,
-    model: Option<String>,
-    mcp_enabled: bool,
-    persona_id: Option<String>,
-    created_at: String,
-    updated_at: String,
-}
-
 fn view(c: &Conversation) -> ConversationView {
     ConversationView {
         id: c.id.clone(),
@@ -100,24 +88,6 @@ fn view(c: &Conversation) -> ConversationView {
         created_at: llooma_store::ms_to_rfc3339(c.created_at_ms),
         updated_at: llooma_store::ms_to_rfc3339(c.updated_at_ms),
     }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageView {
-    id: String,
-    role: String,
-    content: String,
-    created_at: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConversationDetail {
-    conversation: ConversationView,
-    messages: Vec<MessageView>,
-    /// The turn running now, if any (its events are on the stream).
-    running_turn: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -315,6 +285,7 @@ pub async fn get(
             id: m.id,
             role: m.role,
             content: m.content,
+            turn_id: m.turn_id,
             created_at: llooma_store::ms_to_rfc3339(m.created_at_ms),
         })
         .collect();

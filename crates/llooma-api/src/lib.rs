@@ -121,6 +121,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/settings", get(admin::get_settings).patch(admin::patch_settings))
         .route("/admin/accounts", get(admin::list_accounts))
         .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))
+        .route("/providers", get(admin::provider_choices))
         .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))
         .route("/admin/providers/{id}/key", put(admin::set_provider_key))
         .route("/admin/providers/{id}/models", put(admin::set_provider_models))

@@ -305,3 +305,78 @@ pub struct AdminMcpServerView {
     pub owner_id: String,
     pub owner_username: String,
 }
+
+/// A model provider as every signed-in account sees it (to choose a model): no address, no key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderChoice {
+    pub id: String,
+    pub name: String,
+}
+
+/// A conversation of the signed-in account.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationView {
+    pub id: String,
+    pub title: String,
+    pub provider_id: Option<String>,
+    pub model: Option<String>,
+    /// The conversation's MCP tools switch (the account may also have them on everywhere).
+    pub mcp_enabled: bool,
+    /// The persona answering in it, if any.
+    #[serde(default)]
+    pub persona_id: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+/// One stored message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageView {
+    pub id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    /// The turn the message belongs to (its events carry the same id in their `start`).
+    #[serde(default)]
+    pub turn_id: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// `GET /api/v1/conversations/{id}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationDetail {
+    pub conversation: ConversationView,
+    pub messages: Vec<MessageView>,
+    /// The turn running now, if any (its events are on the stream).
+    pub running_turn: Option<String>,
+}
+
+/// An MCP call waiting for the person's answer, as `GET /api/v1/approvals` and its event stream
+/// show it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalCardView {
+    pub id: String,
+    pub conversation_id: String,
+    pub turn_id: String,
+    pub server_id: String,
+    pub server_label: String,
+    /// The tool's name on its server.
+    pub tool_name: String,
+    /// The name the model used.
+    pub model_tool_name: String,
+    /// What the server says the tool does (its claim, not a fact).
+    pub tool_description: String,
+    /// The exact arguments that will be sent (canonical JSON).
+    pub arguments_json: String,
+    pub created_at_ms: i64,
+    /// After this the call expires unanswered.
+    pub deadline_ms: i64,
+}

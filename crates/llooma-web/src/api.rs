@@ -1,0 +1,188 @@
+//! What the components ask of the browser: JSON API calls (session cookie + `X-CSRF-Token`),
+//! server-sent event streams, navigation, the clock. In the server build these are inert: the
+//! server only renders, and event handlers and listeners never run there.
+
+use serde_json::Value;
+
+/// An API call that did not succeed, with the sentence to show.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub message: String,
+}
+
+impl Failure {
+    fn from_answer(status: u16, json: &Value) -> Failure {
+        Failure {
+            message: json["message"]
+                .as_str()
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("The server answered {status}; try again.")),
+        }
+    }
+}
+
+/// What a component calls when an event arrives on a stream: (event name, its JSON data).
+pub type OnEvent = std::rc::Rc<dyn Fn(&str, Value)>;
+
+#[cfg(feature = "hydrate")]
+mod browser {
+    use serde_json::Value;
+    use wasm_bindgen::JsCast;
+    use wasm_bindgen::prelude::*;
+    use wasm_bindgen_futures::JsFuture;
+
+    use super::{Failure, OnEvent};
+    use crate::model::Page;
+
+    fn unreachable_server() -> Failure {
+        Failure {
+            message: "The server could not be reached; check the connection and try again."
+                .to_owned(),
+        }
+    }
+
+    pub async fn call(
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        csrf: Option<&str>,
+    ) -> Result<Value, Failure> {
+        let init = web_sys::RequestInit::new();
+        init.set_method(method);
+        init.set_credentials(web_sys::RequestCredentials::SameOrigin);
+        let headers = web_sys::Headers::new().map_err(|_| unreachable_server())?;
+        let _ = headers.set("Accept", "application/json");
+        if let Some(body) = body {
+            let _ = headers.set("Content-Type", "application/json");
+            init.set_body(&JsValue::from_str(&body.to_string()));
+        }
+        if let Some(token) = csrf {
+            let _ = headers.set("X-CSRF-Token", token);
+        }
+        init.set_headers(&headers);
+        let request = web_sys::Request::new_with_str_and_init(path, &init)
+            .map_err(|_| unreachable_server())?;
+        let window = web_sys::window().ok_or_else(unreachable_server)?;
+        let response: web_sys::Response = JsFuture::from(window.fetch_with_request(&request))
+            .await
+            .ok()
+            .and_then(|r| r.dyn_into().ok())
+            .ok_or_else(unreachable_server)?;
+        let status = response.status();
+        let text = match response.text() {
+            Ok(promise) => JsFuture::from(promise).await.ok().and_then(|t| t.as_string()),
+            Err(_) => None,
+        }
+        .unwrap_or_default();
+        let json: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if (200..300).contains(&status) {
+            Ok(json)
+        } else {
+            Err(Failure::from_answer(status, &json))
+        }
+    }
+
+    pub fn listen(path: &str, names: &[&str], on: OnEvent) {
+        let Ok(source) = web_sys::EventSource::new(path) else {
+            return;
+        };
+        for name in names {
+            let on = on.clone();
+            let event = (*name).to_owned();
+            let callback = Closure::<dyn Fn(web_sys::MessageEvent)>::new(
+                move |message: web_sys::MessageEvent| {
+                    let data = message.data().as_string().unwrap_or_default();
+                    let value = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    on(&event, value);
+                },
+            );
+            let _ =
+                source.add_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
+            // The page lives as long as the stream: both end when the tab navigates away.
+            callback.forget();
+        }
+        std::mem::forget(source);
+    }
+
+    pub fn go(path: &str) {
+        if let Some(window) = web_sys::window() {
+            let _ = window.location().set_href(path);
+        }
+    }
+
+    pub fn now_ms() -> i64 {
+        #[expect(clippy::cast_possible_truncation, reason = "milliseconds since 1970 fit in i64")]
+        let now = js_sys::Date::now() as i64;
+        now
+    }
+
+    pub fn every_second(tick: impl Fn() + 'static) {
+        let Some(window) = web_sys::window() else { return };
+        let callback = Closure::<dyn Fn()>::new(tick);
+        let _ = window.set_interval_with_callback_and_timeout_and_arguments_0(
+            callback.as_ref().unchecked_ref(),
+            1000,
+        );
+        callback.forget();
+    }
+
+    pub fn page_data() -> Option<Page> {
+        let text =
+            web_sys::window()?.document()?.get_element_by_id("llooma-data")?.text_content()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    pub fn mark_hydrated() {
+        if let Some(root) =
+            web_sys::window().and_then(|w| w.document()).and_then(|d| d.document_element())
+        {
+            let _ = root.set_attribute("data-hydrated", "true");
+        }
+    }
+
+    pub fn console_error(message: &str) {
+        web_sys::console::error_1(&JsValue::from_str(message));
+    }
+}
+
+#[cfg(feature = "hydrate")]
+pub use browser::{
+    call, console_error, every_second, go, listen, mark_hydrated, now_ms, page_data,
+};
+
+#[cfg(not(feature = "hydrate"))]
+mod inert {
+    use serde_json::Value;
+
+    use super::{Failure, OnEvent};
+
+    pub async fn call(
+        _method: &str,
+        _path: &str,
+        _body: Option<Value>,
+        _csrf: Option<&str>,
+    ) -> Result<Value, Failure> {
+        Err(Failure::from_answer(0, &Value::Null))
+    }
+
+    pub fn listen(_path: &str, _names: &[&str], _on: OnEvent) {}
+
+    pub fn go(_path: &str) {}
+
+    pub fn now_ms() -> i64 {
+        0
+    }
+
+    pub fn every_second(_tick: impl Fn() + 'static) {}
+}
+
+#[cfg(not(feature = "hydrate"))]
+pub use inert::{call, every_second, go, listen, now_ms};
+
+/// Runs a future in the browser (event handlers); nothing in the server build.
+pub fn spawn(future: impl std::future::Future<Output = ()> + 'static) {
+    #[cfg(feature = "hydrate")]
+    leptos::task::spawn_local(future);
+    #[cfg(not(feature = "hydrate"))]
+    drop(future);
+}

@@ -1,0 +1,876 @@
+//! The pages. Each renders on the server from [`Page`] and hydrates in the browser from the same
+//! value; what changes afterwards comes from the API's event streams.
+
+use std::rc::Rc;
+
+use leptos::prelude::*;
+use llooma_types::{ApprovalCardView, ConversationDetail, ConversationView, ProviderChoice};
+use serde_json::{Value, json};
+
+use crate::api;
+use crate::model::{Me, Page};
+
+/// The whole body of a page.
+#[component]
+pub fn App(page: Page) -> impl IntoView {
+    match page {
+        Page::SignIn { first_run, registration_open } => {
+            view! { <SignIn first_run registration_open /> }.into_any()
+        }
+        Page::Home { me, conversations, cards, now_ms } => {
+            view! { <Home me conversations cards now_ms /> }.into_any()
+        }
+        Page::Conversation { me, detail, cards, providers, always_allow, now_ms } => view! {
+            <Conversation me detail cards providers always_allow now_ms />
+        }
+        .into_any(),
+        Page::SettingsTools { me, servers, settings, mode } => view! {
+            <crate::settings::SettingsTools me servers settings mode />
+        }
+        .into_any(),
+        Page::AdminMcp { me, users_can_add, servers } => view! {
+            <crate::settings::AdminMcp me users_can_add servers />
+        }
+        .into_any(),
+        Page::NotFound { me } => view! {
+            <div class="page">
+                {me.map(|me| view! { <TopBar me /> })}
+                <main class="narrow">
+                    <h1>"Not found"</h1>
+                    <p>"There is nothing here, or it is not yours."</p>
+                    <p><a href="/">"Back to your conversations"</a></p>
+                </main>
+            </div>
+        }
+        .into_any(),
+    }
+}
+
+/// The bar on top of every signed-in page: home, who is signed in, sign out.
+#[component]
+pub(crate) fn TopBar(me: Me) -> impl IntoView {
+    let csrf = me.csrf_token.clone();
+    let sign_out = move |_| {
+        let csrf = csrf.clone();
+        api::spawn(async move {
+            let _ = api::call("POST", "/api/v1/auth/logout", Some(json!({})), Some(&csrf)).await;
+            api::go("/");
+        });
+    };
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">"Llooma"</a>
+            <nav class="links">
+                <a href="/settings/tools">"Settings"</a>
+                {me.admin.then(|| view! { <a href="/admin/mcp">"Admin"</a> })}
+            </nav>
+            <span class="who">
+                {me.display_name.clone()}
+                {me.admin.then(|| view! { <span class="badge">"admin"</span> })}
+            </span>
+            <button class="signout" type="button" on:click=sign_out>"Sign out"</button>
+        </header>
+    }
+}
+
+/// Sign in, or create the first account (the administrator) on a fresh instance.
+#[component]
+fn SignIn(first_run: bool, registration_open: bool) -> impl IntoView {
+    let registering = RwSignal::new(first_run);
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let username = NodeRef::<leptos::html::Input>::new();
+    let password = NodeRef::<leptos::html::Input>::new();
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let (Some(user), Some(pass)) = (username.get(), password.get()) else { return };
+        let body = json!({"username": user.value(), "password": pass.value()});
+        let path = if registering.get_untracked() {
+            "/api/v1/auth/register"
+        } else {
+            "/api/v1/auth/login"
+        };
+        busy.set(true);
+        error.set(None);
+        api::spawn(async move {
+            match api::call("POST", path, Some(body), None).await {
+                Ok(_) => api::go("/"),
+                Err(failure) => {
+                    error.set(Some(failure.message));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    let heading = move || match (registering.get(), first_run) {
+        (true, true) => "Create the administrator account",
+        (true, false) => "Create an account",
+        (false, _) => "Sign in",
+    };
+    view! {
+        <div class="page">
+            <main class="narrow signin">
+                <h1 class="brand-big">"Llooma"</h1>
+                <h2>{heading}</h2>
+                {first_run
+                    .then(|| {
+                        view! {
+                            <p class="hint">
+                                "This instance has no account yet. The first account becomes its administrator."
+                            </p>
+                        }
+                    })}
+                <form class="stack" on:submit=submit>
+                    <label>
+                        "Username"
+                        <input
+                            node_ref=username
+                            name="username"
+                            autocomplete="username"
+                            required
+                            minlength="3"
+                        />
+                    </label>
+                    <label>
+                        "Password"
+                        <input
+                            node_ref=password
+                            name="password"
+                            type="password"
+                            autocomplete="current-password"
+                            required
+                        />
+                    </label>
+                    <button class="primary" type="submit" disabled=move || busy.get()>
+                        {move || if registering.get() { "Create account" } else { "Sign in" }}
+                    </button>
+                    <p class="error" role="alert">{move || error.get()}</p>
+                </form>
+                {(registration_open && !first_run)
+                    .then(|| {
+                        view! {
+                            <button
+                                class="link"
+                                type="button"
+                                on:click=move |_| registering.update(|r| *r = !*r)
+                            >
+                                {move || {
+                                    if registering.get() {
+                                        "I have an account: sign in"
+                                    } else {
+                                        "Create an account"
+                                    }
+                                }}
+                            </button>
+                        }
+                    })}
+            </main>
+        </div>
+    }
+}
+
+/// The conversation list.
+#[component]
+fn Home(
+    me: Me,
+    conversations: Vec<ConversationView>,
+    cards: Vec<ApprovalCardView>,
+    now_ms: i64,
+) -> impl IntoView {
+    let csrf = me.csrf_token.clone();
+    let error = RwSignal::new(None::<String>);
+    // A new conversation starts with the model of the most recent one.
+    let last = conversations.first().map(|c| (c.provider_id.clone(), c.model.clone()));
+    let new_conversation = {
+        let csrf = csrf.clone();
+        move |_| {
+            let csrf = csrf.clone();
+            let body = match &last {
+                Some((Some(provider), Some(model))) => {
+                    json!({"providerId": provider, "model": model})
+                }
+                _ => json!({}),
+            };
+            api::spawn(async move {
+                match api::call("POST", "/api/v1/conversations", Some(body), Some(&csrf)).await {
+                    Ok(created) => {
+                        api::go(&format!("/c/{}", created["id"].as_str().unwrap_or_default()));
+                    }
+                    Err(failure) => error.set(Some(failure.message)),
+                }
+            });
+        }
+    };
+    let empty = conversations.is_empty();
+    view! {
+        <div class="page">
+            <TopBar me=me.clone() />
+            <main class="narrow">
+                <ApprovalCards cards csrf=csrf.clone() here=None always_allow=false now_ms />
+                <div class="row">
+                    <h1>"Conversations"</h1>
+                    <button class="primary new" type="button" on:click=new_conversation>
+                        "New conversation"
+                    </button>
+                </div>
+                <p class="error" role="alert">{move || error.get()}</p>
+                {empty.then(|| view! { <p class="hint">"No conversation yet."</p> })}
+                <ul class="conversations">
+                    {conversations
+                        .into_iter()
+                        .map(|c| {
+                            view! {
+                                <li>
+                                    <a href=format!("/c/{}", c.id)>{c.title}</a>
+                                    <span class="meta">{short_time(&c.updated_at)}</span>
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ul>
+            </main>
+        </div>
+    }
+}
+
+/// `2026-11-30T06:40:00Z` -> `2026-11-30 06:40`.
+fn short_time(rfc3339: &str) -> String {
+    rfc3339.get(..16).unwrap_or(rfc3339).replace('T', " ")
+}
+
+/// One piece of a reply, in the order it happened.
+#[derive(Clone, Debug, PartialEq)]
+enum Part {
+    Text(String),
+    Reasoning(String),
+    /// A `step` event's data (or a waiting card's summary).
+    Step(Value),
+}
+
+/// One message of the timeline: the person's, or a reply built from its turn's events.
+#[derive(Clone)]
+struct Entry {
+    key: usize,
+    user: bool,
+    turn_id: Option<String>,
+    parts: RwSignal<Vec<Part>>,
+    /// `done`, `stopped` or `failed` once the turn ended.
+    state: RwSignal<Option<String>>,
+    error: RwSignal<Option<String>>,
+}
+
+/// Everything the conversation page changes as events arrive.
+#[derive(Clone, Copy)]
+struct Chat {
+    id: StoredValue<String>,
+    csrf: StoredValue<String>,
+    entries: RwSignal<Vec<Entry>>,
+    next_key: StoredValue<usize>,
+    /// The key of the reply the stream is writing into.
+    current: StoredValue<Option<usize>>,
+    running: RwSignal<bool>,
+}
+
+impl Chat {
+    fn entry(&self, user: bool, turn_id: Option<String>, parts: Vec<Part>) -> Entry {
+        let key = self.next_key.get_value();
+        self.next_key.set_value(key + 1);
+        Entry {
+            key,
+            user,
+            turn_id,
+            parts: RwSignal::new(parts),
+            state: RwSignal::new(None),
+            error: RwSignal::new(None),
+        }
+    }
+
+    fn find(&self, user: bool, turn_id: &str) -> Option<Entry> {
+        self.entries.with_untracked(|entries| {
+            entries
+                .iter()
+                .find(|e| e.user == user && e.turn_id.as_deref() == Some(turn_id))
+                .cloned()
+        })
+    }
+
+    fn current(&self) -> Option<Entry> {
+        let key = self.current.get_value()?;
+        self.entries.with_untracked(|entries| entries.iter().find(|e| e.key == key).cloned())
+    }
+
+    /// Adds the person's message of a turn unless the timeline has it, before that turn's reply.
+    fn add_user(&self, turn_id: &str, text: String) {
+        if self.find(true, turn_id).is_some() {
+            return;
+        }
+        let entry = self.entry(true, Some(turn_id.to_owned()), vec![Part::Text(text)]);
+        self.entries.update(|entries| {
+            let at = entries
+                .iter()
+                .position(|e| !e.user && e.turn_id.as_deref() == Some(turn_id))
+                .unwrap_or(entries.len());
+            entries.insert(at, entry);
+        });
+    }
+
+    fn on_event(&self, name: &str, data: Value) {
+        match name {
+            "start" => {
+                let turn = data["turnId"].as_str().unwrap_or_default().to_owned();
+                self.running.set(true);
+                if let Some(reply) = self.find(false, &turn) {
+                    // The log is replayed from its start: the reply is rebuilt from it.
+                    reply.parts.set(Vec::new());
+                    reply.state.set(None);
+                    reply.error.set(None);
+                    self.current.set_value(Some(reply.key));
+                    return;
+                }
+                let reply = self.entry(false, Some(turn.clone()), Vec::new());
+                self.current.set_value(Some(reply.key));
+                let has_user = self.find(true, &turn).is_some();
+                self.entries.update(|entries| {
+                    let at = entries
+                        .iter()
+                        .position(|e| e.user && e.turn_id.as_deref() == Some(turn.as_str()))
+                        .map_or(entries.len(), |p| p + 1);
+                    entries.insert(at, reply);
+                });
+                if !has_user {
+                    // Sent from another tab: fetch what the person wrote.
+                    let chat = *self;
+                    api::spawn(async move {
+                        let path = format!("/api/v1/conversations/{}", chat.id.get_value());
+                        if let Ok(detail) = api::call("GET", &path, None, None).await
+                            && let Ok(detail) = serde_json::from_value::<ConversationDetail>(detail)
+                            && let Some(message) = detail
+                                .messages
+                                .into_iter()
+                                .find(|m| m.role == "user" && m.turn_id.as_deref() == Some(&turn))
+                        {
+                            chat.add_user(&turn, message.content);
+                        }
+                    });
+                }
+            }
+            "text" | "reasoning" => {
+                let Some(reply) = self.current() else { return };
+                let delta = data["delta"].as_str().unwrap_or_default();
+                reply.parts.update(|parts| match (name, parts.last_mut()) {
+                    ("text", Some(Part::Text(text))) => text.push_str(delta),
+                    ("reasoning", Some(Part::Reasoning(text))) => text.push_str(delta),
+                    ("text", _) => parts.push(Part::Text(delta.to_owned())),
+                    _ => parts.push(Part::Reasoning(delta.to_owned())),
+                });
+            }
+            "approval" => {
+                let Some(reply) = self.current() else { return };
+                let card = &data["card"];
+                let step = json!({
+                    "mcp": true, "state": "waiting", "server": card["serverLabel"],
+                    "serverTool": card["toolName"], "tool": card["modelToolName"],
+                    "callId": card["id"],
+                });
+                reply.parts.update(|parts| parts.push(Part::Step(step)));
+            }
+            "step" => {
+                let Some(reply) = self.current() else { return };
+                reply.parts.update(|parts| {
+                    let call = data.get("callId").filter(|c| !c.is_null());
+                    let waiting = call.and_then(|call| {
+                        parts
+                            .iter_mut()
+                            .find(|p| matches!(p, Part::Step(s) if s.get("callId") == Some(call)))
+                    });
+                    match waiting {
+                        Some(part) => *part = Part::Step(data),
+                        None => parts.push(Part::Step(data)),
+                    }
+                });
+            }
+            "error" => {
+                if let Some(reply) = self.current() {
+                    reply.error.set(data["message"].as_str().map(str::to_owned));
+                }
+            }
+            "end" => {
+                if let Some(reply) = self.current() {
+                    reply.state.set(data["state"].as_str().map(str::to_owned));
+                }
+                self.current.set_value(None);
+                self.running.set(false);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// One conversation: the timeline, the cards waiting for an answer, the composer.
+#[component]
+fn Conversation(
+    me: Me,
+    detail: ConversationDetail,
+    cards: Vec<ApprovalCardView>,
+    providers: Vec<ProviderChoice>,
+    always_allow: bool,
+    now_ms: i64,
+) -> impl IntoView {
+    let csrf = me.csrf_token.clone();
+    let conversation = detail.conversation.clone();
+    let id = conversation.id.clone();
+    let chat = Chat {
+        id: StoredValue::new(id.clone()),
+        csrf: StoredValue::new(csrf.clone()),
+        entries: RwSignal::new(Vec::new()),
+        next_key: StoredValue::new(0),
+        current: StoredValue::new(None),
+        running: RwSignal::new(detail.running_turn.is_some()),
+    };
+    let initial: Vec<Entry> = detail
+        .messages
+        .iter()
+        .map(|m| {
+            chat.entry(m.role == "user", m.turn_id.clone(), vec![Part::Text(m.content.clone())])
+        })
+        .collect();
+    chat.entries.set(initial);
+    let on: api::OnEvent = Rc::new(move |name: &str, data: Value| chat.on_event(name, data));
+    api::listen(
+        &format!("/api/v1/conversations/{id}/events"),
+        &["start", "text", "reasoning", "approval", "step", "error", "end"],
+        on,
+    );
+
+    view! {
+        <div class="page chat-page">
+            <TopBar me=me.clone() />
+            <main class="chat">
+                <div class="row chat-head">
+                    <a class="back" href="/">"← Conversations"</a>
+                    <h1 class="title">{conversation.title.clone()}</h1>
+                </div>
+                <ApprovalCards cards csrf=csrf.clone() here=Some(id.clone()) always_allow now_ms />
+                <ol class="timeline">
+                    <For
+                        each=move || chat.entries.get()
+                        key=|entry| entry.key
+                        children=move |entry| entry_view(entry)
+                    />
+                </ol>
+                <Composer chat conversation providers />
+            </main>
+        </div>
+    }
+}
+
+fn entry_view(entry: Entry) -> impl IntoView {
+    let class = if entry.user { "msg user" } else { "msg reply" };
+    let parts = entry.parts;
+    let state = entry.state;
+    let error = entry.error;
+    view! {
+        <li class=class>
+            {move || parts.get().into_iter().map(part_view).collect_view()}
+            {move || {
+                (state.get().as_deref() == Some("stopped"))
+                    .then(|| view! { <p class="note">"Stopped."</p> })
+            }}
+            {move || error.get().map(|message| view! { <p class="error turn-error">{message}</p> })}
+        </li>
+    }
+}
+
+fn part_view(part: Part) -> impl IntoView {
+    match part {
+        Part::Text(text) => view! { <div class="text">{text}</div> }.into_any(),
+        Part::Reasoning(text) => view! {
+            <details class="reasoning">
+                <summary>"Reasoning"</summary>
+                <div class="text">{text}</div>
+            </details>
+        }
+        .into_any(),
+        Part::Step(step) => step_view(&step).into_any(),
+    }
+}
+
+/// A tool call in the timeline: which server and tool, and what became of it.
+fn step_view(step: &Value) -> impl IntoView {
+    let text = |key: &str| step[key].as_str().unwrap_or_default().to_owned();
+    let state = text("state");
+    if step["mcp"].as_bool() != Some(true) {
+        let tool = text("tool");
+        let arguments = text("arguments");
+        let result = text("result");
+        return view! {
+            <details class="step builtin">
+                <summary>"Used " <b>{tool}</b></summary>
+                <pre class="args">{pretty(&arguments)}</pre>
+                <pre class="result">{result}</pre>
+            </details>
+        }
+        .into_any();
+    }
+    let server = text("server");
+    let tool = text("serverTool");
+    let (icon, what) = match state.as_str() {
+        "waiting" => ("…", "waiting for your answer".to_owned()),
+        "allowed" if step["isError"].as_bool() == Some(true) => {
+            ("!", "called; the server answered with an error".to_owned())
+        }
+        "allowed" => ("✓", "called".to_owned()),
+        "refused" => ("✕", "refused: nothing was sent".to_owned()),
+        "expired" => ("⌛", "not answered in time: nothing was sent".to_owned()),
+        "interrupted" => ("■", "dropped: the reply stopped".to_owned()),
+        "failed" => ("!", format!("could not be called: {}", text("error"))),
+        "invalid" => {
+            ("!", "the model's arguments were not an object: nothing was called".to_owned())
+        }
+        other => ("·", other.to_owned()),
+    };
+    view! {
+        <div class=format!("step mcp {state}") data-state=state.clone()>
+            <span class="icon">{icon}</span>
+            <span class="server">{server}</span>
+            " · "
+            <b class="tool">{tool}</b>
+            " — "
+            <span class="what">{what}</span>
+        </div>
+    }
+    .into_any()
+}
+
+/// JSON text, indented; anything else as it is.
+fn pretty(raw: &str) -> String {
+    serde_json::from_str::<Value>(raw)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| raw.to_owned())
+}
+
+/// The message box, the model, the lightning menu, send and stop.
+#[component]
+fn Composer(
+    chat: Chat,
+    conversation: ConversationView,
+    providers: Vec<ProviderChoice>,
+) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let menu_open = RwSignal::new(false);
+    let mcp_on = RwSignal::new(conversation.mcp_enabled);
+    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
+    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
+    let message = NodeRef::<leptos::html::Textarea>::new();
+    let patch = move |body: Value| {
+        let path = format!("/api/v1/conversations/{}", chat.id.get_value());
+        api::spawn(async move {
+            match api::call("PATCH", &path, Some(body), Some(&chat.csrf.get_value())).await {
+                Ok(_) => error.set(None),
+                Err(failure) => error.set(Some(failure.message)),
+            }
+        });
+    };
+    let save_model = move || {
+        let provider = provider_id.get_untracked();
+        let name = model.get_untracked();
+        if !provider.is_empty() && !name.trim().is_empty() {
+            patch(json!({"providerId": provider, "model": name.trim()}));
+        }
+    };
+    let send = move || {
+        let Some(area) = message.get() else { return };
+        let content = area.value();
+        if content.trim().is_empty() {
+            return;
+        }
+        let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
+        api::spawn(async move {
+            let body = json!({"content": content});
+            match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
+                Ok(started) => {
+                    area.set_value("");
+                    error.set(None);
+                    if let Some(turn) = started["turnId"].as_str() {
+                        chat.add_user(turn, content.trim().to_owned());
+                    }
+                }
+                Err(failure) => error.set(Some(failure.message)),
+            }
+        });
+    };
+    let stop = move |_| {
+        let path = format!("/api/v1/conversations/{}/stop", chat.id.get_value());
+        api::spawn(async move {
+            if let Err(failure) =
+                api::call("POST", &path, Some(json!({})), Some(&chat.csrf.get_value())).await
+            {
+                error.set(Some(failure.message));
+            }
+        });
+    };
+    let no_provider = providers.is_empty();
+    view! {
+        <form
+            class="composer"
+            on:submit=move |ev: leptos::ev::SubmitEvent| {
+                ev.prevent_default();
+                send();
+            }
+        >
+            <p class="error" role="alert">{move || error.get()}</p>
+            <textarea
+                node_ref=message
+                name="message"
+                rows="3"
+                placeholder="Write a message"
+                on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                    if ev.key() == "Enter" && !ev.shift_key() {
+                        ev.prevent_default();
+                        send();
+                    }
+                }
+            ></textarea>
+            <div class="composer-bar">
+                <div class="lightning">
+                    <button
+                        class="icon-button"
+                        type="button"
+                        title="Tools for this conversation"
+                        aria-expanded=move || menu_open.get().to_string()
+                        on:click=move |_| menu_open.update(|o| *o = !*o)
+                    >
+                        "⚡"
+                    </button>
+                    <div class="menu" hidden=move || !menu_open.get()>
+                        <label class="switch">
+                            <input
+                                type="checkbox"
+                                name="mcp"
+                                prop:checked=move || mcp_on.get()
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    mcp_on.set(on);
+                                    patch(json!({"mcpEnabled": on}));
+                                }
+                            />
+                            "MCP tools"
+                        </label>
+                        <p class="hint">
+                            "Offer the tools of your MCP servers in this conversation. Every call is put to you first."
+                        </p>
+                    </div>
+                </div>
+                <select
+                    name="provider"
+                    title="Model provider"
+                    on:change=move |ev| {
+                        provider_id.set(event_target_value(&ev));
+                        save_model();
+                    }
+                >
+                    <option value="" selected=provider_id.get_untracked().is_empty()>
+                        {if no_provider { "No provider yet" } else { "Provider…" }}
+                    </option>
+                    {providers
+                        .into_iter()
+                        .map(|p| {
+                            let selected = p.id == provider_id.get_untracked();
+                            view! {
+                                <option value=p.id.clone() selected=selected>
+                                    {p.name}
+                                </option>
+                            }
+                        })
+                        .collect_view()}
+                </select>
+                <input
+                    class="model"
+                    name="model"
+                    title="Model"
+                    placeholder="model"
+                    value=model.get_untracked()
+                    on:change=move |ev| {
+                        model.set(event_target_value(&ev));
+                        save_model();
+                    }
+                />
+                <span class="spacer"></span>
+                <button
+                    class="stop"
+                    type="button"
+                    hidden=move || !chat.running.get()
+                    on:click=stop
+                >
+                    "Stop"
+                </button>
+                <button class="primary send" type="submit">"Send"</button>
+            </div>
+        </form>
+    }
+}
+
+/// The cards waiting for this account's answer, live in every tab: `here` is the conversation
+/// the page shows (its cards come first; others link to theirs).
+#[component]
+fn ApprovalCards(
+    cards: Vec<ApprovalCardView>,
+    csrf: String,
+    here: Option<String>,
+    always_allow: bool,
+    now_ms: i64,
+) -> impl IntoView {
+    let cards = RwSignal::new(cards);
+    let now = RwSignal::new(now_ms);
+    let on: api::OnEvent = Rc::new(move |name: &str, data: Value| match name {
+        "pending" => {
+            if let Ok(list) = serde_json::from_value::<Vec<ApprovalCardView>>(data["cards"].clone())
+            {
+                cards.set(list);
+            }
+        }
+        "appeared" => {
+            if let Ok(card) = serde_json::from_value::<ApprovalCardView>(data["card"].clone()) {
+                cards.update(|list| {
+                    if !list.iter().any(|c| c.id == card.id) {
+                        list.push(card);
+                    }
+                });
+            }
+        }
+        "answered" | "expired" | "interrupted" => {
+            let id = data["id"].as_str().unwrap_or_default().to_owned();
+            cards.update(|list| list.retain(|c| c.id != id));
+        }
+        _ => {}
+    });
+    api::listen(
+        "/api/v1/approvals/events",
+        &["pending", "appeared", "answered", "expired", "interrupted"],
+        on,
+    );
+    api::every_second(move || now.set(api::now_ms()));
+    let csrf = StoredValue::new(csrf);
+    let here = StoredValue::new(here);
+    view! {
+        <section class="approvals" aria-live="polite">
+            <For
+                each=move || cards.get()
+                key=|card| card.id.clone()
+                children=move |card| {
+                    let elsewhere = here
+                        .with_value(|h| h.as_deref() != Some(card.conversation_id.as_str()));
+                    view! {
+                        <ApprovalCard
+                            card
+                            csrf=csrf.get_value()
+                            elsewhere
+                            always_allow
+                            now
+                            cards
+                        />
+                    }
+                }
+            />
+        </section>
+    }
+}
+
+#[component]
+fn ApprovalCard(
+    card: ApprovalCardView,
+    csrf: String,
+    elsewhere: bool,
+    always_allow: bool,
+    now: RwSignal<i64>,
+    cards: RwSignal<Vec<ApprovalCardView>>,
+) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    let id = card.id.clone();
+    let answer = move |choice: &'static str| {
+        let path = format!("/api/v1/approvals/{id}/answer");
+        let id = id.clone();
+        let csrf = csrf.clone();
+        busy.set(true);
+        api::spawn(async move {
+            let body = json!({"choice": choice});
+            match api::call("POST", &path, Some(body), Some(&csrf)).await {
+                Ok(_) => cards.update(|list| list.retain(|c| c.id != id)),
+                Err(failure) => {
+                    error.set(Some(failure.message));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    let deadline = card.deadline_ms;
+    let countdown = move || {
+        let left = (deadline - now.get()).max(0) / 1000;
+        if left == 0 {
+            "Time is up: the call will not be made.".to_owned()
+        } else {
+            format!("Answer within {}:{:02}", left / 60, left % 60)
+        }
+    };
+    let allow = answer.clone();
+    let refuse = answer.clone();
+    let always = answer;
+    view! {
+        <article class="card approval" data-call=card.id.clone()>
+            <header>
+                <span class="server">{card.server_label.clone()}</span>
+                " wants to run "
+                <b class="tool">{card.tool_name.clone()}</b>
+            </header>
+            {elsewhere
+                .then(|| {
+                    view! {
+                        <p class="elsewhere">
+                            <a href=format!(
+                                "/c/{}",
+                                card.conversation_id,
+                            )>"In another conversation"</a>
+                        </p>
+                    }
+                })}
+            <p class="description">{card.tool_description.clone()}</p>
+            <p class="args-label">"Arguments, exactly as they will be sent:"</p>
+            <pre class="args" tabindex="0">{pretty(&card.arguments_json)}</pre>
+            <p class="countdown">{countdown}</p>
+            <div class="actions">
+                <button
+                    class="primary allow"
+                    type="button"
+                    disabled=move || busy.get()
+                    on:click=move |_| allow("allow")
+                >
+                    "Allow"
+                </button>
+                <button
+                    class="refuse"
+                    type="button"
+                    disabled=move || busy.get()
+                    on:click=move |_| refuse("refuse")
+                >
+                    "Refuse"
+                </button>
+                {always_allow
+                    .then(|| {
+                        view! {
+                            <button
+                                class="always"
+                                type="button"
+                                disabled=move || busy.get()
+                                on:click=move |_| always("always_allow")
+                            >
+                                "Always allow"
+                            </button>
+                        }
+                    })}
+            </div>
+            <p class="error" role="alert">{move || error.get()}</p>
+        </article>
+    }
+}

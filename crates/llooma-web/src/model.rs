@@ -1,0 +1,77 @@
+//! What a page is rendered from. The server fills it from the API, renders it, and embeds it in
+//! the page as JSON; the browser reads it back and renders the same components from it, so both
+//! sides build the same tree.
+
+use llooma_types::{
+    AdminMcpServerView, ApprovalCardView, ConversationDetail, ConversationView, McpServerView,
+    McpToolSettingsView, ProviderChoice,
+};
+use serde::{Deserialize, Serialize};
+
+/// The signed-in person, as the page needs it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Me {
+    pub username: String,
+    pub display_name: String,
+    pub admin: bool,
+    /// Sent back as `X-CSRF-Token` on every change the page asks the API for.
+    pub csrf_token: String,
+}
+
+/// One page and its data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per page rendered, never in bulk (and the sizes differ on wasm32)"
+)]
+#[serde(tag = "page", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum Page {
+    /// Not signed in. On a fresh instance it offers to create the administrator.
+    SignIn { first_run: bool, registration_open: bool },
+    /// The conversation list.
+    Home {
+        me: Me,
+        conversations: Vec<ConversationView>,
+        cards: Vec<ApprovalCardView>,
+        /// The server's clock when it rendered (countdowns start from it on both sides).
+        now_ms: i64,
+    },
+    /// One conversation with its composer.
+    Conversation {
+        me: Me,
+        detail: ConversationDetail,
+        cards: Vec<ApprovalCardView>,
+        providers: Vec<ProviderChoice>,
+        /// The permission mode lets a card remember "Always allow".
+        always_allow: bool,
+        now_ms: i64,
+    },
+    /// Settings → Tools: the account's MCP servers, tool budget and permission mode.
+    SettingsTools {
+        me: Me,
+        servers: Vec<McpServerView>,
+        settings: McpToolSettingsView,
+        /// `ask`, `rules` or `allow_all`.
+        mode: String,
+    },
+    /// Admin → MCP servers: every server of the instance.
+    AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
+    /// Nothing here (or not this account's).
+    NotFound { me: Option<Me> },
+}
+
+impl Page {
+    /// The document title.
+    pub fn title(&self) -> String {
+        match self {
+            Page::SignIn { first_run: true, .. } => "Set up Llooma".to_owned(),
+            Page::SignIn { .. } => "Sign in · Llooma".to_owned(),
+            Page::Home { .. } => "Conversations · Llooma".to_owned(),
+            Page::Conversation { detail, .. } => format!("{} · Llooma", detail.conversation.title),
+            Page::SettingsTools { .. } => "Settings → Tools · Llooma".to_owned(),
+            Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
+            Page::NotFound { .. } => "Not found · Llooma".to_owned(),
+        }
+    }
+}

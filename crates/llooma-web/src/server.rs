@@ -1,0 +1,413 @@
+//! Serving the web interface: pages rendered from the API's answers, the browser part's files,
+//! the stylesheet, and the security headers that go with them.
+//!
+//! Pages read their data by calling the API router in-process with the request's own cookie, so
+//! a page shows exactly what the API would show that session, and nothing more.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path as UrlPath, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use leptos::prelude::*;
+use llooma_types::{
+    AdminMcpServerView, ApprovalCardView, ConversationDetail, ConversationView, InstanceInfo,
+    InstanceSettingsView, McpServerView, McpToolSettingsView, ProviderChoice, Role, SessionView,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tower::ServiceExt;
+
+use crate::App;
+use crate::model::{Me, Page};
+
+/// The stylesheet, part of the binary.
+const STYLE: &str = include_str!("../assets/style.css");
+
+/// The two files `cargo xtask build-web` writes.
+pub const JS_FILE: &str = "llooma_web.js";
+pub const WASM_FILE: &str = "llooma_web_bg.wasm";
+
+/// The browser part, read once at start-up.
+#[derive(Clone, Debug)]
+pub struct ClientFiles {
+    js: Arc<[u8]>,
+    wasm: Arc<[u8]>,
+    /// Gzipped copies (`<name>.gz`, written by build-web), sent to browsers that accept them.
+    js_gz: Option<Arc<[u8]>>,
+    wasm_gz: Option<Arc<[u8]>>,
+}
+
+impl ClientFiles {
+    /// Reads the browser part from `dir`, or says what is missing and how to build it.
+    pub fn load(dir: &Path) -> Result<ClientFiles, String> {
+        let read = |name: &str| {
+            std::fs::read(dir.join(name)).map_err(|err| {
+                format!(
+                    "the web interface's browser part is missing ({}: {err}); build it with \
+                     `cargo xtask build-web`, or point LLOOMA_WEB_DIR at the folder holding \
+                     {JS_FILE} and {WASM_FILE}",
+                    dir.join(name).display()
+                )
+            })
+        };
+        let gz = |name: &str| std::fs::read(dir.join(format!("{name}.gz"))).ok().map(Arc::from);
+        Ok(ClientFiles {
+            js: read(JS_FILE)?.into(),
+            wasm: read(WASM_FILE)?.into(),
+            js_gz: gz(JS_FILE),
+            wasm_gz: gz(WASM_FILE),
+        })
+    }
+
+    /// Where `cargo xtask build-web` puts the files for a binary built in the same target
+    /// directory: `<target>/web/pkg`, beside `<target>/debug` and `<target>/release`.
+    pub fn default_dir() -> Option<PathBuf> {
+        let exe = std::env::current_exe().ok()?;
+        Some(exe.parent()?.parent()?.join("web").join("pkg"))
+    }
+}
+
+/// What the pages need.
+#[derive(Clone, Debug)]
+struct Web {
+    /// The API router, called in-process for the page's data.
+    api: Router,
+    /// None when the browser part was not built: pages still render, with a notice.
+    client: Option<ClientFiles>,
+}
+
+/// The pages and files of the web interface, to merge beside the API's router.
+pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
+    let web = Web { api, client };
+    Router::new()
+        .route("/", get(home))
+        .route("/c/{id}", get(conversation))
+        .route("/settings/tools", get(settings_tools))
+        .route("/admin/mcp", get(admin_mcp))
+        .route("/pkg/{file}", get(client_file))
+        .route("/assets/style.css", get(style))
+        .fallback(not_found)
+        .with_state(web)
+}
+
+/// What a page handler has of its request: the cookie and the peer, for the API calls.
+struct Caller {
+    cookie: Option<HeaderValue>,
+    peer: Option<ConnectInfo<SocketAddr>>,
+}
+
+impl Caller {
+    fn of(request: &Request) -> Caller {
+        Caller {
+            cookie: request.headers().get(header::COOKIE).cloned(),
+            peer: request.extensions().get::<ConnectInfo<SocketAddr>>().copied(),
+        }
+    }
+}
+
+/// Why a page could not be rendered from the API's answers.
+enum Fail {
+    SignedOut,
+    NotFound,
+    /// Status and the API's sentence.
+    Api(StatusCode, String),
+}
+
+impl Web {
+    async fn get<T: DeserializeOwned>(&self, caller: &Caller, path: &str) -> Result<T, Fail> {
+        let mut request = Request::get(path);
+        if let Some(cookie) = &caller.cookie {
+            request = request.header(header::COOKIE, cookie);
+        }
+        let mut request = request
+            .body(Body::empty())
+            .map_err(|e| Fail::Api(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        if let Some(peer) = caller.peer {
+            request.extensions_mut().insert(peer);
+        }
+        let response = match self.api.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
+            .await
+            .map_err(|e| Fail::Api(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        match status {
+            StatusCode::UNAUTHORIZED => return Err(Fail::SignedOut),
+            StatusCode::NOT_FOUND => return Err(Fail::NotFound),
+            s if !s.is_success() => {
+                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                let message = body["message"].as_str().unwrap_or("The server failed.").to_owned();
+                return Err(Fail::Api(s, message));
+            }
+            _ => {}
+        }
+        serde_json::from_slice(&bytes).map_err(|e| {
+            Fail::Api(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("unexpected answer from {path}: {e}"),
+            )
+        })
+    }
+
+    async fn me(&self, caller: &Caller) -> Result<Me, Fail> {
+        let session: SessionView = self.get(caller, "/api/v1/me").await?;
+        Ok(Me {
+            username: session.account.username,
+            display_name: session.account.display_name,
+            admin: session.account.role == Role::Admin,
+            csrf_token: session.csrf_token,
+        })
+    }
+
+    fn page(&self, status: StatusCode, page: &Page) -> Response {
+        let nonce = hex::encode(rand::random::<[u8; 16]>());
+        let html = render(page, &nonce, self.client.is_some());
+        let csp = format!(
+            "default-src 'none'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+             connect-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; \
+             form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+        );
+        let mut response = (status, html).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        if let Ok(csp) = HeaderValue::from_str(&csp) {
+            headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+        }
+        security_headers(headers);
+        response
+    }
+
+    fn failed(&self, fail: Fail, me: Option<Me>) -> Response {
+        match fail {
+            Fail::SignedOut => Redirect::to("/").into_response(),
+            Fail::NotFound => self.page(StatusCode::NOT_FOUND, &Page::NotFound { me }),
+            Fail::Api(status, message) => {
+                if status.is_server_error() {
+                    tracing::warn!(%status, %message, "a page could not be rendered");
+                }
+                let mut response = (status, format!("{message}\n")).into_response();
+                security_headers(response.headers_mut());
+                response
+            }
+        }
+    }
+}
+
+fn security_headers(headers: &mut HeaderMap) {
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+}
+
+/// The whole document: the page's data for the browser, the rendered body, the loader.
+pub fn render(page: &Page, nonce: &str, client_built: bool) -> String {
+    // `<` escaped: the data cannot close its script element, whatever a title says.
+    let data = serde_json::to_string(page).unwrap_or_default().replace('<', "\\u003c");
+    let title = escape(&page.title());
+    let owned = page.clone();
+    let body = Owner::new().with(move || view! { <App page=owned /> }.to_html());
+    let (loader, notice) = if client_built {
+        (
+            format!(
+                "<script type=\"module\" nonce=\"{nonce}\">import init, {{ hydrate }} from \
+                 '/pkg/{JS_FILE}'; await init({{ module_or_path: '/pkg/{WASM_FILE}' }}); \
+                 hydrate();</script>"
+            ),
+            String::new(),
+        )
+    } else {
+        (
+            String::new(),
+            "<div class=\"banner\" role=\"alert\">The interactive part of this page was not \
+             built, so buttons do nothing. Run <code>cargo xtask build-web</code> (or set \
+             LLOOMA_WEB_DIR to the folder it wrote) and restart the server.</div>"
+                .to_owned(),
+        )
+    };
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{title}</title><link rel=\"stylesheet\" href=\"/assets/style.css\">\
+         <script type=\"application/json\" id=\"llooma-data\">{data}</script>{loader}</head>\
+         <body>{notice}{body}</body></html>"
+    )
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+async fn home(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(Fail::SignedOut) => {
+            return match web.get::<InstanceInfo>(&caller, "/api/v1/instance").await {
+                Ok(info) => web.page(
+                    StatusCode::OK,
+                    &Page::SignIn {
+                        first_run: !info.setup_complete,
+                        registration_open: info.registration_open,
+                    },
+                ),
+                Err(fail) => web.failed(fail, None),
+            };
+        }
+        Err(fail) => return web.failed(fail, None),
+    };
+    let loaded = async {
+        let conversations: Vec<ConversationView> =
+            web.get(&caller, "/api/v1/conversations").await?;
+        let cards: Vec<ApprovalCardView> = web.get(&caller, "/api/v1/approvals").await?;
+        Ok::<_, Fail>((conversations, cards))
+    };
+    match loaded.await {
+        Ok((conversations, cards)) => {
+            web.page(StatusCode::OK, &Page::Home { me, conversations, cards, now_ms: now_ms() })
+        }
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn conversation(
+    State(web): State<Web>,
+    UrlPath(id): UrlPath<String>,
+    request: Request,
+) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return web.failed(Fail::NotFound, Some(me));
+    }
+    let loaded = async {
+        let detail: ConversationDetail =
+            web.get(&caller, &format!("/api/v1/conversations/{id}")).await?;
+        let cards: Vec<ApprovalCardView> = web.get(&caller, "/api/v1/approvals").await?;
+        let providers: Vec<ProviderChoice> = web.get(&caller, "/api/v1/providers").await?;
+        let consent: Value = web.get(&caller, "/api/v1/consent").await?;
+        Ok::<_, Fail>((detail, cards, providers, consent["mode"] == "rules"))
+    };
+    match loaded.await {
+        Ok((detail, cards, providers, always_allow)) => web.page(
+            StatusCode::OK,
+            &Page::Conversation { me, detail, cards, providers, always_allow, now_ms: now_ms() },
+        ),
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    let loaded = async {
+        let servers: Vec<McpServerView> = web.get(&caller, "/api/v1/mcp/servers").await?;
+        let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
+        let consent: Value = web.get(&caller, "/api/v1/consent").await?;
+        let mode = consent["mode"].as_str().unwrap_or("ask").to_owned();
+        Ok::<_, Fail>((servers, settings, mode))
+    };
+    match loaded.await {
+        Ok((servers, settings, mode)) => {
+            web.page(StatusCode::OK, &Page::SettingsTools { me, servers, settings, mode })
+        }
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn admin_mcp(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    if !me.admin {
+        return web.failed(Fail::NotFound, Some(me));
+    }
+    let loaded = async {
+        let settings: InstanceSettingsView = web.get(&caller, "/api/v1/admin/settings").await?;
+        let servers: Vec<AdminMcpServerView> =
+            web.get(&caller, "/api/v1/admin/mcp/servers").await?;
+        Ok::<_, Fail>((settings, servers))
+    };
+    match loaded.await {
+        Ok((settings, servers)) => web.page(
+            StatusCode::OK,
+            &Page::AdminMcp { me, users_can_add: settings.users_can_add_mcp_servers, servers },
+        ),
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn not_found(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = web.me(&caller).await.ok();
+    web.page(StatusCode::NOT_FOUND, &Page::NotFound { me })
+}
+
+async fn client_file(
+    State(web): State<Web>,
+    UrlPath(file): UrlPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(client) = &web.client else {
+        return (
+            StatusCode::NOT_FOUND,
+            "The browser part was not built: run `cargo xtask build-web` and restart.\n",
+        )
+            .into_response();
+    };
+    let gzip_ok = headers
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
+    let (plain, gzipped, kind) = match file.as_str() {
+        JS_FILE => (&client.js, &client.js_gz, "text/javascript; charset=utf-8"),
+        WASM_FILE => (&client.wasm, &client.wasm_gz, "application/wasm"),
+        _ => return (StatusCode::NOT_FOUND, "No such file.\n").into_response(),
+    };
+    let (bytes, encoded) = match gzipped {
+        Some(gz) if gzip_ok => (gz.clone(), true),
+        _ => (plain.clone(), false),
+    };
+    let mut response = Body::from(bytes.to_vec()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(kind));
+    headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if encoded {
+        headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
+    // Same name after every build: the browser checks before reusing its copy.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    security_headers(headers);
+    response
+}
+
+async fn style() -> Response {
+    let mut response = STYLE.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    security_headers(headers);
+    response
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

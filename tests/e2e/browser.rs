@@ -1,0 +1,285 @@
+//! The web interface in a real headless Chromium, against the real binary, the fake model and
+//! npm's server-everything: what a person does and sees.
+
+mod driver;
+
+use llooma_fake_model::{FakeModel, Reply};
+use serde_json::{Value, json};
+
+use crate::support::{PASSWORD, Server, Tab, TestDb};
+use driver::Browser;
+
+/// Waits until the API shows what the page was asked to change.
+async fn until_api(tab: &mut Tab, path: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..100 {
+        let reply = tab.get(path).await;
+        if ok(&reply.json) {
+            return reply.json;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the page did not change {what}");
+}
+
+#[tokio::test]
+async fn browser_first_run_sign_in_chat_and_a_card_answered_in_another_tab() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+
+    // First run: the page offers to create the administrator.
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.wait_text("h2", "Create the administrator account").await;
+    browser.screenshot("first-run").await;
+    browser.type_into("input[name=username]", "root").await;
+    browser.type_into("input[name=password]", PASSWORD).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text("h1", "Conversations").await;
+    browser.wait_text(".topbar .badge", "admin").await;
+
+    // Sign out, a wrong password is said so, then sign in.
+    browser.wait_live().await;
+    browser.click("button.signout").await;
+    browser.wait_text("h2", "Sign in").await;
+    browser.wait_live().await;
+    browser.type_into("input[name=username]", "root").await;
+    browser.type_into("input[name=password]", "not the password").await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text("p.error", "password").await;
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.type_into("input[name=username]", "root").await;
+    browser.type_into("input[name=password]", PASSWORD).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text("h1", "Conversations").await;
+
+    // Behind the scenes (through the API): a provider and server-everything.
+    let mut api = server.tab();
+    api.login("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let added = api
+        .post("/api/v1/mcp/servers", json!({"label": "everything", "address": peer.url()}))
+        .await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let echo = added.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .unwrap()["modelName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    model.push(Reply::tool_call(&echo, json!({"message": "hello from the card"})));
+    model.push(Reply::text("The server echoed it."));
+    model.push(Reply::tool_call(&echo, json!({"message": "a second call"})));
+    model.push(Reply::text("Understood, nothing was sent."));
+
+    // A new conversation; the model and the MCP tools switch are chosen in the composer.
+    browser.wait_live().await;
+    browser.click("button.new").await;
+    browser.find(".composer").await;
+    browser.wait_live().await;
+    let url = browser.url().await;
+    let id = url.rsplit('/').next().unwrap().to_owned();
+    browser.click(&format!("select[name=provider] option[value=\"{provider_id}\"]")).await;
+    browser.type_into("input[name=model]", "fake-model\u{E004}").await;
+    let path = format!("/api/v1/conversations/{id}");
+    until_api(&mut api, &path, "the model", |c| c["conversation"]["model"] == "fake-model").await;
+    browser.click(".lightning button").await;
+    browser.click("input[name=mcp]").await;
+    until_api(&mut api, &path, "the MCP switch", |c| c["conversation"]["mcpEnabled"] == true).await;
+    browser.click(".lightning button").await;
+
+    // The model calls a tool: the card shows server, tool, description and exact arguments.
+    browser.type_into("textarea[name=message]", "please echo something").await;
+    browser.click("button.send").await;
+    browser.wait_text(".msg.user", "please echo something").await;
+    let card = browser.wait_text(".card.approval", "echo").await;
+    assert!(card.contains("everything"), "{card}");
+    let arguments = browser.text(".card.approval pre.args").await;
+    assert!(arguments.contains("\"message\": \"hello from the card\""), "{arguments}");
+    browser.wait_text(".card.approval .countdown", "Answer within").await;
+    browser.wait_text(".step.mcp.waiting", "waiting for your answer").await;
+    browser.screenshot("approval-card").await;
+
+    // The same card in a second tab; allowed there, it goes away in both, the reply arrives.
+    let (first, second) = browser.new_tab().await;
+    browser.goto(&url).await;
+    browser.wait_live().await;
+    browser.wait_text(".card.approval .tool", "echo").await;
+    browser.click(".card.approval button.allow").await;
+    browser.wait_gone(".card.approval").await;
+    browser.switch_to(&first).await;
+    browser.wait_gone(".card.approval").await;
+    browser.wait_text(".timeline", "The server echoed it.").await;
+    let step = browser.text(".step.mcp.allowed").await;
+    assert!(step.contains("everything") && step.contains("echo"), "{step}");
+    browser.screenshot("conversation").await;
+
+    // A card pending across a reload is still there; refused, nothing is sent.
+    browser.type_into("textarea[name=message]", "once more").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval pre.args", "a second call").await;
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.wait_text(".card.approval pre.args", "a second call").await;
+    browser.click(".card.approval button.refuse").await;
+    browser.wait_gone(".card.approval").await;
+    browser.wait_text(".step.mcp.refused", "refused").await;
+    browser.wait_text(".timeline", "Understood, nothing was sent.").await;
+    // The other tab saw the answer too.
+    browser.switch_to(&second).await;
+    browser.wait_gone(".card.approval").await;
+    let calls = api.get("/api/v1/approvals").await;
+    assert_eq!(calls.json, json!([]), "nothing is left waiting");
+}
+
+#[tokio::test]
+async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[]);
+    let mut tab = server.tab();
+    let page = tab.http.get(format!("{}/", server.base)).send().await.unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("default-src 'none'") && csp.contains("'wasm-unsafe-eval'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    let html = page.text().await.unwrap();
+    let nonce = csp.split("'nonce-").nth(1).unwrap().split('\'').next().unwrap();
+    assert!(html.contains(&format!("nonce=\"{nonce}\"")), "the loader carries the nonce");
+    assert!(!html.contains("http://") && !html.contains("https://"), "nothing from elsewhere");
+    let missing = tab.get("/c/00000000-0000-0000-0000-000000000000").await;
+    assert!(
+        missing.text.contains("\"page\":\"signIn\""),
+        "signed out, a conversation page sends to sign-in"
+    );
+
+    let wasm = tab
+        .http
+        .get(format!("{}/pkg/llooma_web_bg.wasm", server.base))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wasm.headers()["content-type"], "application/wasm");
+    assert_eq!(wasm.headers()["content-encoding"], "gzip", "the browser part is sent gzipped");
+
+    // Without the browser part, pages still render and say what to build.
+    let bare_db = TestDb::new();
+    let bare = Server::start(&bare_db, &[("LLOOMA_WEB_DIR", "/nonexistent/web/pkg")]);
+    let page = bare.tab().get("/").await;
+    assert!(page.text.contains("Create the administrator account"), "{}", page.text);
+    assert!(page.text.contains("class=\"banner\"") && page.text.contains("cargo xtask build-web"));
+    assert!(bare.log_text().contains("cargo xtask build-web"), "the server log says it too");
+
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    browser.goto(&format!("{}/", server.base)).await;
+    browser.wait_live().await;
+    let overflow = browser_width_overflow(&browser).await;
+    assert!(!overflow, "the sign-in page fits a 390-pixel-wide screen");
+    browser.screenshot("sign-in-phone").await;
+}
+
+/// Whether the page is wider than the window (a phone would scroll sideways).
+async fn browser_width_overflow(browser: &Browser) -> bool {
+    let source = browser.source().await;
+    assert!(source.contains("data-hydrated"));
+    browser.overflows().await
+}
+
+/// Signs in through the form.
+async fn sign_in(browser: &Browser, base: &str, username: &str) {
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.type_into("input[name=username]", username).await;
+    browser.type_into("input[name=password]", PASSWORD).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text("h1", "Conversations").await;
+}
+
+#[tokio::test]
+async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users_server() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(admin) = Browser::start(1280, 900).await else { return };
+    let Some(user) = Browser::start(390, 844).await else { return };
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let base = server.base.clone();
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut alice = server.tab();
+    alice.register("alice", PASSWORD).await;
+    let token = "tok-never-shown-4f81c2";
+
+    // The administrator tests a server: its tool names show before anything is stored.
+    sign_in(&admin, &base, "root").await;
+    admin.goto(&format!("{base}/settings/tools")).await;
+    admin.wait_live().await;
+    admin.type_into("input[name=label]", "everything").await;
+    admin.type_into("input[name=address]", &peer.url()).await;
+    admin.type_into("input[name=token]", token).await;
+    admin.click("button.test").await;
+    let found = admin.wait_text(".test-result .tool-names", "echo").await;
+    assert!(found.contains("get-sum"), "{found}");
+    assert_eq!(root.get("/api/v1/mcp/servers").await.json, json!([]), "a test stores nothing");
+    admin.screenshot("settings-tools-test").await;
+    admin.click("button.add").await;
+    admin.wait_text(".card.server .label", "everything").await;
+    admin.wait_live().await;
+    admin.wait_text(".card.server .meta", "token set").await;
+    // The token is in no page and no answer.
+    assert!(!admin.source().await.contains(token), "the token is on the settings page");
+    let listed = root.get("/api/v1/mcp/servers").await;
+    assert!(!listed.text.contains(token), "{}", listed.text);
+
+    // A user may not add one while the instance does not allow it: the page says why.
+    sign_in(&user, &base, "alice").await;
+    user.goto(&format!("{base}/settings/tools")).await;
+    user.wait_live().await;
+    user.type_into("input[name=label]", "mine").await;
+    user.type_into("input[name=address]", &peer.url()).await;
+    user.click("button.add").await;
+    user.wait_text("p.error", "not allowed for your account").await;
+    assert_eq!(alice.get("/api/v1/mcp/servers").await.json, json!([]));
+
+    // The administrator allows it; the user adds one; the administrator suspends it with a
+    // reason, which the user then reads on the card.
+    admin.goto(&format!("{base}/admin/mcp")).await;
+    admin.wait_live().await;
+    admin.click("input[name=users-can-add]").await;
+    until_api(&mut root, "/api/v1/admin/settings", "the instance setting", |s| {
+        s["usersCanAddMcpServers"] == true
+    })
+    .await;
+    user.reload().await;
+    user.wait_live().await;
+    user.type_into("input[name=label]", "mine").await;
+    user.type_into("input[name=address]", &peer.url()).await;
+    user.click("button.add").await;
+    user.wait_text(".card.server .label", "mine").await;
+    admin.reload().await;
+    admin.wait_live().await;
+    admin
+        .type_into("article[data-owner=alice] input[name=reason]", "Too many calls at night")
+        .await;
+    admin.click("article[data-owner=alice] button.suspend").await;
+    admin.wait_text("article[data-owner=alice] .suspension", "Too many calls at night").await;
+    assert!(!admin.source().await.contains(token), "the token is on the admin page");
+    admin.screenshot("admin-mcp-servers").await;
+    user.reload().await;
+    user.wait_live().await;
+    let card = user.wait_text(".card.server .suspension", "Too many calls at night").await;
+    assert!(card.contains("Suspended by an administrator"), "{card}");
+    user.screenshot("settings-tools-suspended-phone").await;
+}

@@ -1,0 +1,294 @@
+//! A small W3C WebDriver client for headless Chromium through Debian's `chromedriver`: enough to
+//! sign in, click, type, read, open a second tab, reload and take screenshots, as a person would.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// Where chromedriver and chromium are, or None to skip. With `LLOOMA_SLOW_TESTS` set (CI) a
+/// missing browser fails the test: CI must not pass by skipping.
+fn tools() -> Option<(PathBuf, PathBuf)> {
+    let driver = std::env::var_os("LLOOMA_CHROMEDRIVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromedriver"));
+    let chromium = std::env::var_os("LLOOMA_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    if driver.exists() && chromium.exists() {
+        return Some((driver, chromium));
+    }
+    assert!(
+        std::env::var_os("LLOOMA_SLOW_TESTS").is_none(),
+        "browser tests need {} and {} (apt-get install chromium chromium-driver; .ci/run does)",
+        chromium.display(),
+        driver.display()
+    );
+    eprintln!("skipped: chromium or chromedriver is not installed");
+    None
+}
+
+/// One headless Chromium, driven through its own chromedriver; both end when dropped.
+pub struct Browser {
+    http: reqwest::Client,
+    session: String,
+    driver: Child,
+    _profile: tempfile::TempDir,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Browser {
+    /// A phone-sized or desktop-sized viewport.
+    pub async fn start(width: u32, height: u32) -> Option<Browser> {
+        let (driver_path, chromium) = tools()?;
+        let port = llooma_test_support::peers::free_port();
+        let driver = Command::new(driver_path)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting chromedriver");
+        let profile = tempfile::tempdir().unwrap();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + WAIT;
+        while http.get(format!("{base}/status")).send().await.is_err() {
+            assert!(Instant::now() < deadline, "chromedriver did not answer on port {port}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut capabilities = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:loggingPrefs": {"browser": "ALL"},
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--no-first-run", "--disable-background-networking",
+                    "--disable-renderer-backgrounding", "--disable-background-timer-throttling",
+                    format!("--window-size={width},{height}"),
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            },
+        }}});
+        if width < 600 {
+            // A phone: its viewport for real (a headless window is at least 500 pixels wide).
+            capabilities["capabilities"]["alwaysMatch"]["goog:chromeOptions"]["mobileEmulation"] =
+                json!({"deviceMetrics": {"width": width, "height": height, "pixelRatio": 1}});
+        }
+        let answer: Value = http
+            .post(format!("{base}/session"))
+            .json(&capabilities)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let id = answer["value"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("chromedriver refused the session: {answer}"));
+        Some(Browser { http, session: format!("{base}/session/{id}"), driver, _profile: profile })
+    }
+
+    async fn command(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, Value> {
+        let url = format!("{}{}", self.session, path);
+        let request = match method {
+            "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            _ => self.http.post(url).json(&body.unwrap_or_else(|| json!({}))),
+        };
+        let response = request.send().await.unwrap();
+        let ok = response.status().is_success();
+        let answer: Value = response.json().await.unwrap_or(Value::Null);
+        if ok { Ok(answer["value"].clone()) } else { Err(answer["value"].clone()) }
+    }
+
+    async fn must(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        match self.command(method, path, body).await {
+            Ok(v) => v,
+            Err(e) => panic!("webdriver {method} {path} failed: {e}\n{}", self.console().await),
+        }
+    }
+
+    pub async fn goto(&self, url: &str) {
+        self.must("POST", "/url", Some(json!({"url": url}))).await;
+    }
+
+    pub async fn reload(&self) {
+        self.must("POST", "/refresh", None).await;
+    }
+
+    /// Waits until the page is live (hydrated) and says nothing is missing.
+    pub async fn wait_live(&self) {
+        self.find("html[data-hydrated]").await;
+        assert!(
+            self.try_find(".banner").await.is_none(),
+            "the page says its browser part is missing: run cargo xtask build-web"
+        );
+    }
+
+    async fn try_find(&self, css: &str) -> Option<String> {
+        let found = self
+            .command("POST", "/element", Some(json!({"using": "css selector", "value": css})))
+            .await
+            .ok()?;
+        found[ELEMENT].as_str().map(str::to_owned)
+    }
+
+    /// The first element matching `css`, waiting for it to appear.
+    pub async fn find(&self, css: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(id) = self.try_find(css).await {
+                return id;
+            }
+            if Instant::now() > deadline {
+                let source = self.command("GET", "/source", None).await.unwrap_or_default();
+                let source: String =
+                    source.as_str().unwrap_or_default().chars().take(3000).collect();
+                panic!(
+                    "no element matches `{css}` after {WAIT:?}\npage text:\n{}\nsource:\n{source}\nconsole:\n{}",
+                    self.body_text().await,
+                    self.console().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until nothing matches `css`.
+    pub async fn wait_gone(&self, css: &str) {
+        let deadline = Instant::now() + WAIT;
+        while self.try_find(css).await.is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "`{css}` is still there after {WAIT:?}\npage text:\n{}",
+                self.body_text().await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn click(&self, css: &str) {
+        let id = self.find(css).await;
+        self.must("POST", &format!("/element/{id}/click"), None).await;
+    }
+
+    /// Types into a field (WebDriver key codes such as `\u{E004}` (Tab) work too).
+    pub async fn type_into(&self, css: &str, text: &str) {
+        let id = self.find(css).await;
+        self.must("POST", &format!("/element/{id}/value"), Some(json!({"text": text}))).await;
+    }
+
+    pub async fn text(&self, css: &str) -> String {
+        let id = self.find(css).await;
+        self.must("GET", &format!("/element/{id}/text"), None).await.as_str().unwrap().to_owned()
+    }
+
+    /// Waits until the first element matching `css` shows `wanted`; returns its text.
+    pub async fn wait_text(&self, css: &str, wanted: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            // The page may be replaced between finding and reading (a reload): try again.
+            if let Some(id) = self.try_find(css).await
+                && let Ok(text) = self.command("GET", &format!("/element/{id}/text"), None).await
+            {
+                let text = text.as_str().unwrap_or_default().to_owned();
+                if text.contains(wanted) {
+                    return text;
+                }
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "`{css}` never showed {wanted:?}\npage text:\n{}\nconsole:\n{}",
+                    self.body_text().await,
+                    self.console().await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn body_text(&self) -> String {
+        match self
+            .command("POST", "/element", Some(json!({"using": "css selector", "value": "body"})))
+            .await
+        {
+            Ok(body) => {
+                let id = body[ELEMENT].as_str().unwrap_or_default().to_owned();
+                self.command("GET", &format!("/element/{id}/text"), None)
+                    .await
+                    .map(|t| t.as_str().unwrap_or_default().to_owned())
+                    .unwrap_or_default()
+            }
+            Err(e) => format!("(no page: {e})"),
+        }
+    }
+
+    /// The page's HTML as the browser has it now.
+    pub async fn source(&self) -> String {
+        self.must("GET", "/source", None).await.as_str().unwrap().to_owned()
+    }
+
+    pub async fn url(&self) -> String {
+        self.must("GET", "/url", None).await.as_str().unwrap().to_owned()
+    }
+
+    /// The browser console so far (for failure messages).
+    pub async fn console(&self) -> String {
+        match self.command("POST", "/se/log", Some(json!({"type": "browser"}))).await {
+            Ok(Value::Array(lines)) => lines
+                .iter()
+                .map(|l| format!("{} {}", l["level"], l["message"]))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            other => format!("(no console log: {other:?})"),
+        }
+    }
+
+    /// Whether the document is wider than the window.
+    pub async fn overflows(&self) -> bool {
+        let script = "return document.documentElement.scrollWidth > window.innerWidth;";
+        self.must("POST", "/execute/sync", Some(json!({"script": script, "args": []})))
+            .await
+            .as_bool()
+            .unwrap()
+    }
+
+    /// Opens a new tab and switches to it; returns (old tab, new tab).
+    pub async fn new_tab(&self) -> (String, String) {
+        let old = self.must("GET", "/window", None).await.as_str().unwrap().to_owned();
+        let new = self.must("POST", "/window/new", Some(json!({"type": "tab"}))).await;
+        let new = new["handle"].as_str().unwrap().to_owned();
+        self.switch_to(&new).await;
+        (old, new)
+    }
+
+    pub async fn switch_to(&self, tab: &str) {
+        self.must("POST", "/window", Some(json!({"handle": tab}))).await;
+    }
+
+    /// Saves a PNG of the window into `docs/screenshots/` when `LLOOMA_SCREENSHOTS` is set.
+    pub async fn screenshot(&self, name: &str) {
+        if std::env::var_os("LLOOMA_SCREENSHOTS").is_none() {
+            return;
+        }
+        use base64::Engine;
+        let png = self.must("GET", "/screenshot", None).await;
+        let bytes =
+            base64::engine::general_purpose::STANDARD.decode(png.as_str().unwrap()).unwrap();
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), bytes).unwrap();
+    }
+}
