@@ -18,6 +18,7 @@ mod m0002_approvals;
 mod m0003_mcp_servers;
 mod m0004_conversations;
 mod m0005_tools_personas_prompts;
+mod m0008_turn_owners;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -31,6 +32,8 @@ impl MigratorTrait for Migrator {
             Box::new(m0003_mcp_servers::Migration),
             Box::new(m0004_conversations::Migration),
             Box::new(m0005_tools_personas_prompts::Migration),
+            // m0006–m0007 are reserved for work in progress (bots, web).
+            Box::new(m0008_turn_owners::Migration),
         ]
     }
 }

@@ -506,3 +506,249 @@ async fn a_restart_ends_the_turn_that_was_waiting_and_its_log_says_so() {
         .await;
     assert_eq!(sent.status, 202, "{sent:?}");
 }
+
+#[tokio::test]
+async fn an_unanswered_card_lapses_into_a_refusal_and_nothing_is_sent() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[
+            ("PROVIDER_ALLOWED_ORIGINS", &model.origin()),
+            ("MCP_ALLOWED_ORIGINS", &peer.origin()),
+            ("LLOOMA_APPROVAL_WINDOW_SECS", "2"),
+        ],
+    );
+    let (mut tab, id) = setup(&server, &model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let add_tool = model_name_in(&added.json, "gateway-add_tool");
+    model.push(Reply::tool_call(&add_tool, json!({"name": "Chatto-unasked"})));
+    model.push(Reply::text("Nobody answered, so I did not."));
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    assert_eq!(cards.next().await.0, "pending");
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "add a tool"}))
+        .await;
+    let (name, appeared) = cards.next().await;
+    assert_eq!(name, "appeared");
+    let call_id = appeared["card"]["id"].as_str().unwrap().to_owned();
+
+    // Nobody answers: the turn carries on without the call.
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "Nobody answered, so I did not.");
+    assert_eq!(steps.last().unwrap()["state"], "expired", "{steps:?}");
+    let told = &model.requests()[1].raw_body;
+    assert!(told.contains("did not answer within 2 seconds"), "{told}");
+    // Every tab is told the card is gone, and a late answer changes nothing.
+    let (name, gone) = cards.next().await;
+    assert_eq!(name, "expired", "{gone}");
+    assert!(gone.to_string().contains(&call_id), "{gone}");
+    let late =
+        tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;
+    assert_eq!(late.status, 409, "{late:?}");
+    assert!(tab.get("/api/v1/approvals").await.json.as_array().unwrap().is_empty());
+    let policy =
+        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
+            .unwrap();
+    let client =
+        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let tools = client.probe(&peer.url(), None).await.unwrap().tools;
+    assert!(!tools.iter().any(|t| t.name == "Chatto-unasked"), "a lapsed call reached the server");
+}
+
+/// Two replicas on one Postgres database, and a turn started on the first that waits on a card.
+/// Bind every field: one left to `..` is dropped at once (the database with it).
+struct TwoReplicas {
+    model: FakeModel,
+    a: Server,
+    b: Server,
+    on_b: Tab,
+    id: String,
+    _peer: llooma_test_support::peers::Peer,
+    _db: TestDb,
+}
+
+async fn turn_waiting_on_replica_a() -> Option<TwoReplicas> {
+    if crate::support::engine() != "postgres" {
+        return None; // replicas share a Postgres database
+    }
+    let peer = crate::peers::gateway(None)?;
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env =
+        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = Server::start(&db, &env);
+    let b = Server::start(&db, &env);
+    let (mut on_a, id) = mcp_conversation(&a, &model, &peer).await;
+    let mut events = Events::open(&on_a, &format!("/api/v1/conversations/{id}/events"), None).await;
+    on_a.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hall light"}))
+        .await;
+    while events.next().await.0 != "approval" {}
+    let mut on_b = b.tab();
+    on_b.login("root", PASSWORD).await;
+    Some(TwoReplicas { model, a, b, on_b, id, _peer: peer, _db: db })
+}
+
+#[tokio::test]
+async fn stop_pressed_on_another_replica_stops_the_turn() {
+    let Some(TwoReplicas { model: _model, a: _a, b: _b, mut on_b, id, _peer, _db }) =
+        turn_waiting_on_replica_a().await
+    else {
+        return;
+    };
+    let mut events = Events::open(&on_b, &format!("/api/v1/conversations/{id}/events"), None).await;
+    let stopped = on_b.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
+    assert_eq!(stopped.status, 202, "{stopped:?}");
+    let end = loop {
+        let (name, data) = events.next().await;
+        if name == "end" {
+            break data;
+        }
+    };
+    assert_eq!(end["state"], "stopped", "{end}");
+    // The card it was waiting on is gone, and nothing is running anymore.
+    assert_eq!(on_b.get("/api/v1/approvals").await.json, json!([]));
+    let again = on_b.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
+    assert_eq!(again.status, 409, "{again:?}");
+}
+
+#[tokio::test]
+async fn a_replica_that_dies_mid_turn_does_not_block_its_conversation() {
+    let Some(TwoReplicas { model, a, b: _b, mut on_b, id, _peer, _db }) =
+        turn_waiting_on_replica_a().await
+    else {
+        return;
+    };
+    let mut events = Events::open(&on_b, &format!("/api/v1/conversations/{id}/events"), None).await;
+    drop(a); // killed while its turn waits on the card
+    // The survivor notices the silence (30 s without a heartbeat) and ends the turn in its log.
+    let mut error = None;
+    let end = loop {
+        let (name, data) = events.next_within(std::time::Duration::from_secs(60)).await;
+        match name.as_str() {
+            "error" => error = data["message"].as_str().map(str::to_owned),
+            "end" => break data,
+            _ => {}
+        }
+    };
+    assert_eq!(end["state"], "failed", "{end}");
+    assert!(error.unwrap().contains("stopped before it ended"));
+    model.push(Reply::text("Back."));
+    let sent = on_b
+        .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hello?"}))
+        .await;
+    assert_eq!(sent.status, 202, "the conversation takes a new message: {sent:?}");
+}
+
+#[tokio::test]
+async fn stop_withdraws_the_card_the_turn_was_waiting_on() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env =
+        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&db, &env);
+    let (mut tab, id) = mcp_conversation(&server, &model, &peer).await;
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    assert_eq!(cards.next().await.0, "pending");
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hall light"}))
+        .await;
+    assert_eq!(cards.next().await.0, "appeared");
+    let stopped = tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
+    assert_eq!(stopped.status, 202, "{stopped:?}");
+    let (_, names, end) = until_end(&mut events).await;
+    assert_eq!(end["state"], "stopped", "{names:?}");
+    // Every tab is told the card is gone; nothing waits anymore.
+    assert_eq!(cards.next().await.0, "interrupted");
+    assert_eq!(tab.get("/api/v1/approvals").await.json, json!([]));
+    assert_eq!(model.requests().len(), 1, "the model is not asked again after a stop");
+}
+
+#[tokio::test]
+async fn announce_mode_offers_a_server_s_tools_once_the_model_asks() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    tab.send("PATCH", "/api/v1/mcp/settings", Some(json!({"announceMode": true}))).await;
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    let all: Vec<String> = added.json["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["modelName"].as_str().unwrap().to_owned())
+        .collect();
+    let house: Vec<&String> = all.iter().filter(|n| n.contains("home-assistant")).collect();
+    let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
+
+    // The measurement the person decides from: one definition instead of the catalogue.
+    let cost = tab.get("/api/v1/mcp/announce-cost").await;
+    assert_eq!(cost.status, 200, "{cost:?}");
+    let without = &cost.json["everyRequestWithout"];
+    let with = &cost.json["everyRequestWith"];
+    assert_eq!(without["tools"], all.len(), "{cost:?}");
+    assert_eq!(with["tools"], 1);
+    assert!(with["bytes"].as_u64() < without["bytes"].as_u64(), "{cost:?}");
+    let groups = cost.json["perGroup"].as_array().unwrap();
+    let group = groups.iter().find(|g| g["group"] == "home-assistant").unwrap();
+    assert_eq!(group["cost"]["tools"], house.len(), "{cost:?}");
+
+    model.push(Reply::tool_call(
+        "mcp_server_tools",
+        json!({"server": "hub", "group": "home-assistant"}),
+    ));
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.porch"})));
+    model.push(Reply::text("The porch light is on."));
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    assert_eq!(cards.next().await.0, "pending");
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "porch light"}))
+        .await;
+    // Asking what a server offers is never put to the person: the first card is the call.
+    let (name, data) = cards.next().await;
+    assert_eq!(name, "appeared");
+    assert_eq!(data["card"]["toolName"], "home-assistant-turn_on");
+    let call_id = data["card"]["id"].as_str().unwrap();
+    tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;
+    let mut text = String::new();
+    let mut steps = Vec::new();
+    let mut requests = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "step" => steps.push(data),
+            "request" => requests.push(data),
+            "end" => break,
+            _ => {}
+        }
+    }
+    assert_eq!(text, "The porch light is on.");
+    assert_eq!(steps[0]["state"], "opened", "{steps:?}");
+    assert_eq!(steps[0]["tools"], house.len());
+    assert_eq!(steps[1]["state"], "allowed", "{steps:?}");
+
+    // First request: the announcing tool and no MCP definition; then the group's definitions.
+    let bodies = model.requests();
+    assert!(bodies[0].raw_body.contains("mcp_server_tools"));
+    assert!(!all.iter().any(|n| bodies[0].raw_body.contains(n.as_str())), "{}", bodies[0].raw_body);
+    assert!(house.iter().all(|n| bodies[1].raw_body.contains(n.as_str())));
+    let others = all.iter().filter(|n| !n.contains("home-assistant"));
+    assert!(others.clone().all(|n| !bodies[1].raw_body.contains(n.as_str())));
+    // Each request recorded what its definitions weighed.
+    assert_eq!(requests[0]["announce"], true);
+    // The app's own tools and the announcing tool (plus the resource tools, the gateway lists
+    // resources), and no server tool definition.
+    let first: Value = serde_json::from_str(&bodies[0].raw_body).unwrap();
+    let offered = first["tools"].as_array().unwrap().len();
+    assert_eq!(requests[0]["tools"], offered, "{requests:?}");
+    assert_eq!(requests[1]["tools"], offered + house.len(), "{requests:?}");
+    assert!(requests[1]["toolBytes"].as_u64() > requests[0]["toolBytes"].as_u64());
+}

@@ -123,6 +123,12 @@ impl Server {
         }
     }
 
+    /// The process id (benchmarks read its CPU time from /proc).
+    #[allow(dead_code, reason = "used by benches/turns.rs, which includes this file")]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
     }
@@ -269,6 +275,11 @@ impl Events {
 
     /// The next event's (name, data), waiting at most ten seconds.
     pub async fn next(&mut self) -> (String, Value) {
+        self.next_within(Duration::from_secs(10)).await
+    }
+
+    /// The next event's (name, data), waiting at most `limit` for each piece of the stream.
+    pub async fn next_within(&mut self, limit: Duration) -> (String, Value) {
         use futures::StreamExt;
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
@@ -283,9 +294,9 @@ impl Events {
                 }
                 continue; // a keep-alive comment
             }
-            let chunk = tokio::time::timeout(Duration::from_secs(10), self.stream.next())
+            let chunk = tokio::time::timeout(limit, self.stream.next())
                 .await
-                .expect("no event within ten seconds")
+                .unwrap_or_else(|_| panic!("no event within {limit:?}"))
                 .expect("the stream ended")
                 .unwrap();
             self.buffer.push_str(&String::from_utf8_lossy(&chunk));

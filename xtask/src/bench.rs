@@ -20,6 +20,11 @@ const GROUPS: &[(&str, &str, Group)] = &[
         crate::bench_server::server,
     ),
     (
+        "turns",
+        "the release binary running turns: per-turn overhead with one MCP call, SSE fan-out to 1,000 tabs",
+        turns,
+    ),
+    (
         "criterion",
         "`cargo bench -p <crate>` for every workspace crate with bench targets (benches/)",
         criterion,
@@ -63,7 +68,9 @@ pub fn bench(ctx: &Ctx, args: &[String]) -> Result<()> {
 /// bench targets, so a crate without benches costs nothing.
 fn criterion(ctx: &Ctx, args: &[String]) -> Result<()> {
     let ws = Workspace::load(ctx)?;
-    let with_benches: Vec<_> = ws.members.iter().filter(|m| !m.benches.is_empty()).collect();
+    // The end-to-end crate's benches drive the release binary: they are their own groups.
+    let with_benches: Vec<_> =
+        ws.members.iter().filter(|m| !m.benches.is_empty() && m.name != "llooma-e2e").collect();
     if with_benches.is_empty() {
         eprintln!("no workspace crate has bench targets yet (add `benches/*.rs` to a crate)");
         return Ok(());
@@ -78,4 +85,18 @@ fn criterion(ctx: &Ctx, args: &[String]) -> Result<()> {
         run(&mut cmd)?;
     }
     Ok(())
+}
+
+/// `cargo xtask bench turns`: `llooma-e2e`'s `turns` bench against the release binary, with
+/// the MCP peers installed.
+fn turns(ctx: &Ctx, args: &[String]) -> Result<()> {
+    run(&mut ctx.cargo(["build", "--release", "-p", "llooma-server"]))?;
+    let peers = crate::ci::install_peers(ctx)?;
+    let binary = ctx.root.join("target").join("release").join("llooma");
+    let mut cmd = ctx.cargo(["bench", "-p", "llooma-e2e", "--bench", "turns"]);
+    cmd.env("LLOOMA_BIN", &binary).envs(peers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    if !args.is_empty() {
+        cmd.arg("--").args(args);
+    }
+    run(&mut cmd)
 }

@@ -45,6 +45,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let broker_config = llooma_approval_broker::BrokerConfig {
         // One process owns an SQLite file, so anything left pending belongs to a dead past life.
         sole_replica: store.engine() == llooma_store::Engine::Sqlite,
+        answer_window: Duration::from_secs(settings.approval_window_secs),
         ..llooma_approval_broker::BrokerConfig::new(replica_id.clone())
     };
     let broker = llooma_approval_broker::Broker::start(
@@ -72,13 +73,16 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         mcp,
         pages,
         outbound,
-        turns: llooma_api::Turns::default(),
+        turns: llooma_api::Turns::new(replica_id.clone()),
         vault: Arc::new(vault),
         passwords: Passwords::new(settings.password_hash_concurrency),
         config: Arc::new(config),
         stopping: stop_rx,
     };
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
+    // With Postgres other replicas may crash while running a turn; SQLite's were ended above.
+    let orphans = (store.engine() == llooma_store::Engine::Postgres)
+        .then(|| tokio::spawn(end_orphaned_turns(store.clone())));
     let watcher = (settings.mcp_watch_secs > 0).then(|| {
         tokio::spawn(llooma_api::watch_list_changes(
             state.clone(),
@@ -108,6 +112,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         .await
         .context("serving HTTP")?;
     upkeep.abort();
+    if let Some(orphans) = orphans {
+        orphans.abort();
+    }
     if let Some(watcher) = watcher {
         watcher.abort();
     }
@@ -134,6 +141,28 @@ async fn upkeep(store: Store, settings: Settings) {
         }
         if let Err(err) = store.purge_login_failures(now - window_ms).await {
             tracing::warn!(error = %err, "clearing old login failures failed");
+        }
+    }
+}
+
+/// Ends the turns of replicas that stopped heartbeating (crashed, killed), so their
+/// conversations are not blocked behind a turn nobody runs. A replica heartbeats every 10 s and
+/// counts as gone after 30 s, as for the approval broker.
+async fn end_orphaned_turns(store: Store) {
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        let alive_since = llooma_store::now_ms() - 30_000;
+        match store
+            .fail_orphaned_turns(
+                alive_since,
+                "the server running this reply stopped before it ended",
+            )
+            .await
+        {
+            Ok(0) => {}
+            Ok(ended) => tracing::warn!(ended, "ended the turns of a server that stopped"),
+            Err(err) => tracing::warn!(error = %err, "looking for turns of stopped servers failed"),
         }
     }
 }

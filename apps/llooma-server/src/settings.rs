@@ -55,6 +55,8 @@ pub struct Settings {
     pub mcp_call_timeout_secs: u64,
     /// How often MCP servers that report tool-list changes are (re)watched; 0 turns watching off.
     pub mcp_watch_secs: u64,
+    /// How long an approval card waits for an answer before the call counts as refused.
+    pub approval_window_secs: u64,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -84,6 +86,7 @@ impl Default for Settings {
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
             mcp_call_timeout_secs: 60,
+            approval_window_secs: 120,
             secret: None,
         }
     }
@@ -152,8 +155,9 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 8] = [
+        let numbers: [(&str, &mut u64); 9] = [
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
+            ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
             ("LLOOMA_MCP_WATCH_SECS", &mut self.mcp_watch_secs),
             ("LLOOMA_SESSION_IDLE_SECS", &mut self.session_idle_secs),
             ("LLOOMA_SESSION_ABSOLUTE_SECS", &mut self.session_absolute_secs),
@@ -201,6 +205,9 @@ impl Settings {
         }
         if self.session_idle_secs == 0 || self.session_absolute_secs == 0 {
             bail!("session lifetimes must be at least one second");
+        }
+        if !(1..=3600).contains(&self.approval_window_secs) {
+            bail!("approval_window_secs must be between 1 and 3600 (two minutes is 120)");
         }
         if !(1..=600).contains(&self.mcp_call_timeout_secs) {
             bail!("mcp_call_timeout_secs must be between 1 and 600");

@@ -34,25 +34,43 @@ use crate::extract::ApiJson;
 use crate::session::SignedIn;
 use crate::tools::{SearxSearch, StoreMemory};
 
-/// How often a watching tab looks at the log even without news from this process (news from
-/// another replica arrives this way).
-const RECHECK: Duration = Duration::from_secs(1);
+/// How often a watching tab re-reads the log without news from this process, when other
+/// processes may write to it (Postgres: news from another replica arrives this way).
+const RECHECK_SHARED: Duration = Duration::from_secs(1);
+/// The same when this process is the only writer (SQLite): only a safety net.
+const RECHECK_SOLE: Duration = Duration::from_secs(15);
+/// How often a running turn looks whether a Stop was asked for through another replica.
+const STOP_CHECK: Duration = Duration::from_secs(1);
 const MAX_MESSAGE_BYTES: usize = 32 * 1024;
 
-/// The turns running in this process and the news that a conversation's log grew.
-#[derive(Clone, Debug)]
-pub struct Turns {
-    running: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
-    news: broadcast::Sender<String>,
+/// One event just written to a conversation's log, as this process's watchers receive it.
+#[derive(Debug)]
+pub struct Logged {
+    conversation_id: String,
+    seq: i64,
+    kind: String,
+    data_json: String,
 }
 
-impl Default for Turns {
-    fn default() -> Self {
-        Turns { running: Arc::default(), news: broadcast::channel(1024).0 }
-    }
+/// The turns running in this process, and the events they write, handed to every watching tab
+/// of this process directly (one database write, no read per watcher).
+#[derive(Clone, Debug)]
+pub struct Turns {
+    /// This process's id (the approval broker's replica id): the owner of the turns it starts.
+    replica_id: String,
+    running: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
+    news: broadcast::Sender<Arc<Logged>>,
 }
 
 impl Turns {
+    pub fn new(replica_id: impl Into<String>) -> Self {
+        Turns {
+            replica_id: replica_id.into(),
+            running: Arc::default(),
+            news: broadcast::channel(1024).0,
+        }
+    }
+
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
         self.running.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -349,22 +367,43 @@ pub struct TurnStarted {
     turn_id: String,
 }
 
-/// Records a turn's events in the conversation's log and tells this process's watchers.
+/// Records a turn's events in the conversation's log and hands each to this process's watchers.
 struct LogSink {
     store: Store,
-    news: broadcast::Sender<String>,
+    news: broadcast::Sender<Arc<Logged>>,
     conversation_id: String,
     turn_id: String,
 }
 
 impl TurnSink for LogSink {
     async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
-        self.store
-            .append_event(&self.conversation_id, &self.turn_id, kind, &data.to_string())
+        let data_json = data.to_string();
+        let seq = self
+            .store
+            .append_event(&self.conversation_id, &self.turn_id, kind, &data_json)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        let _ = self.news.send(self.conversation_id.clone());
+        let _ = self.news.send(Arc::new(Logged {
+            conversation_id: self.conversation_id.clone(),
+            seq,
+            kind: kind.to_owned(),
+            data_json,
+        }));
         Ok(())
+    }
+}
+
+/// Turns `stop` true when a Stop for this turn was recorded through another replica.
+async fn watch_for_remote_stop(store: Store, turn_id: String, stop: watch::Sender<bool>) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(STOP_CHECK) => {}
+            () = stop.closed() => return,
+        }
+        if store.stop_requested(&turn_id).await.unwrap_or(false) {
+            let _ = stop.send(true);
+            return;
+        }
     }
 }
 
@@ -408,6 +447,7 @@ async fn mcp_turn<'a>(
     let tools =
         crate::mcp::offered_tools(state, account_id, cap, own).await.map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
+    let settings = state.store.tool_settings(account_id).await.map_err(|e| e.to_string())?;
     let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;
     let rules = state.store.consent_rules(account_id).await.map_err(|e| e.to_string())?;
     Ok(McpTurn {
@@ -421,6 +461,7 @@ async fn mcp_turn<'a>(
         account_id: account_id.to_owned(),
         conversation_id: conversation_id.to_owned(),
         turn_id: turn_id.to_owned(),
+        announce: settings.announce_mode,
     })
 }
 
@@ -470,9 +511,10 @@ pub async fn send(
             what: ChosenWhat::Prompt(p.name, p.arguments),
         });
     }
-    let turn_id = state.store.start_turn(&id).await?;
+    let turn_id = state.store.start_turn(&id, &state.turns.replica_id).await?;
     state.store.add_message(&id, "user", content, Some(&turn_id)).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(watch_for_remote_stop(state.store.clone(), turn_id.clone(), stop_tx.clone()));
     state.turns.running().insert(id.clone(), stop_tx);
     let sink = LogSink {
         store: state.store.clone(),
@@ -582,23 +624,22 @@ pub async fn send(
     Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn_id })))
 }
 
-/// `POST /api/v1/conversations/{id}/stop`: stops the running turn.
+/// `POST /api/v1/conversations/{id}/stop`: stops the running turn, here at once, or through
+/// the database when another replica runs it (within a second).
 pub async fn stop(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     owned(&state, &signed_in, &id).await?;
-    match state.turns.running().get(&id) {
-        Some(stop) => {
-            let _ = stop.send(true);
-            Ok(StatusCode::ACCEPTED)
-        }
-        None => Err(ApiError::Conflict {
-            code: "no_running_turn",
-            message: "No turn is running in this conversation on this server.".into(),
-        }),
+    let here = state.turns.running().get(&id).map(|stop| stop.send(true));
+    if here.is_some() || state.store.request_stop(&id).await? {
+        return Ok(StatusCode::ACCEPTED);
     }
+    Err(ApiError::Conflict {
+        code: "no_running_turn",
+        message: "No turn is running in this conversation.".into(),
+    })
 }
 
 fn last_event_id(headers: &HeaderMap) -> i64 {
@@ -609,6 +650,68 @@ fn last_event_id(headers: &HeaderMap) -> i64 {
         .unwrap_or(0)
 }
 
+fn sse_event(seq: i64, kind: &str, data_json: &str) -> Event {
+    Event::default().id(seq.to_string()).event(kind).data(data_json)
+}
+
+/// One watching tab: where it is in the log, and what it still has to send.
+struct Watcher {
+    id: String,
+    after: i64,
+    queue: std::collections::VecDeque<Event>,
+    /// The log must be read: at the start, after a gap, a lag, or a re-check.
+    read_log: bool,
+    news: broadcast::Receiver<Arc<Logged>>,
+    stopping: watch::Receiver<bool>,
+    state: AppState,
+    recheck: Duration,
+}
+
+impl Watcher {
+    /// The next event to send; `None` when the server is stopping.
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                return Some(event);
+            }
+            if self.read_log {
+                match self.state.store.events_after(&self.id, self.after, 200).await {
+                    Ok(events) => {
+                        // A full page may have more behind it: read again.
+                        self.read_log = events.len() == 200;
+                        for e in events {
+                            self.after = e.seq;
+                            self.queue.push_back(sse_event(e.seq, &e.kind, &e.data_json));
+                        }
+                    }
+                    Err(err) => {
+                        self.read_log = false;
+                        tracing::warn!(error = %err, "reading a conversation's events failed");
+                    }
+                }
+                continue;
+            }
+            tokio::select! {
+                received = self.news.recv() => match received {
+                    Ok(logged) if logged.conversation_id == self.id => {
+                        if logged.seq == self.after + 1 {
+                            self.after = logged.seq;
+                            self.queue.push_back(sse_event(logged.seq, &logged.kind, &logged.data_json));
+                        } else if logged.seq > self.after + 1 {
+                            self.read_log = true; // something came from elsewhere in between
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.read_log = true,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                },
+                () = tokio::time::sleep(self.recheck) => self.read_log = true,
+                _ = self.stopping.wait_for(|s| *s) => return None,
+            }
+        }
+    }
+}
+
 /// `GET /api/v1/conversations/{id}/events`: the log after `Last-Event-ID`, then live.
 pub async fn events(
     State(state): State<AppState>,
@@ -617,43 +720,25 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     owned(&state, &signed_in, &id).await?;
-    let after = last_event_id(&headers);
-    let news = state.turns.news.subscribe();
-    let stopping = state.stopping.clone();
-    let stream = futures::stream::unfold(
-        (after, Vec::<Event>::new(), news, stopping, state, id),
-        |(mut after, mut queue, mut news, mut stopping, state, id)| async move {
-            loop {
-                if !queue.is_empty() {
-                    let event = queue.remove(0);
-                    return Some((Ok(event), (after, queue, news, stopping, state, id)));
-                }
-                match state.store.events_after(&id, after, 200).await {
-                    Ok(events) if !events.is_empty() => {
-                        for e in events {
-                            after = e.seq;
-                            queue.push(
-                                Event::default()
-                                    .id(e.seq.to_string())
-                                    .event(e.kind)
-                                    .data(e.data_json),
-                            );
-                        }
-                        continue;
-                    }
-                    Ok(_) => {}
-                    Err(err) => {
-                        tracing::warn!(error = %err, "reading a conversation's events failed")
-                    }
-                }
-                tokio::select! {
-                    _ = async { while news.recv().await.is_ok_and(|c| c != id) {} } => {}
-                    () = tokio::time::sleep(RECHECK) => {}
-                    _ = stopping.wait_for(|s| *s) => return None,
-                }
-            }
-        },
-    );
+    let recheck = match state.store.engine() {
+        llooma_store::Engine::Sqlite => RECHECK_SOLE,
+        llooma_store::Engine::Postgres => RECHECK_SHARED,
+    };
+    // Subscribed before the first read, so nothing written in between is missed.
+    let watcher = Watcher {
+        id,
+        after: last_event_id(&headers),
+        queue: std::collections::VecDeque::new(),
+        read_log: true,
+        news: state.turns.news.subscribe(),
+        stopping: state.stopping.clone(),
+        state,
+        recheck,
+    };
+    let stream = futures::stream::unfold(watcher, |mut watcher| async move {
+        let event = watcher.next().await?;
+        Some((Ok(event), watcher))
+    });
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

@@ -134,6 +134,7 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/groups", put(mcp::set_group))
         .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))
+        .route("/mcp/announce-cost", get(mcp::announce_cost))
         .route("/conversations", get(conversations::list).post(conversations::create))
         .route(
             "/conversations/{id}",

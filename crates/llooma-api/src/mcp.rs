@@ -18,9 +18,9 @@ use llooma_tool_naming::{
     server_slug, switched_on,
 };
 use llooma_types::{
-    AdminMcpServerView, LeftOutTool, McpGroupView, McpRefreshReport, McpServerDetail,
-    McpServerView, McpTestReport, McpToolChange, McpToolSettingsPatch, McpToolSettingsView,
-    McpToolView, Role, SuspensionView,
+    AdminMcpServerView, AnnounceCostView, GroupCostView, LeftOutTool, McpGroupView,
+    McpRefreshReport, McpServerDetail, McpServerView, McpTestReport, McpToolChange,
+    McpToolSettingsPatch, McpToolSettingsView, McpToolView, Role, SuspensionView, ToolCostView,
 };
 use llooma_vault::{Secret, SecretContext};
 use serde::Deserialize;
@@ -699,6 +699,7 @@ pub(crate) async fn offered_tools(
             server_address: this.server.address.clone(),
             token: decrypt_token(state, &this.server)?,
             tool_name: def.name.clone(),
+            group: candidate.group.clone(),
             description: def.description.clone().unwrap_or_default(),
             input_schema: def.input_schema.clone(),
             definition_hash: def.hash.clone(),
@@ -757,4 +758,31 @@ pub(crate) async fn active_server(
     }
     let token = decrypt_token(state, &server)?;
     Ok((server.label, server.address, token))
+}
+
+/// `GET /api/v1/mcp/announce-cost`: what the account's catalogue costs each request with
+/// announce mode off and on, measured on the definitions a turn would send.
+pub async fn announce_cost(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<Json<AnnounceCostView>, ApiError> {
+    let tools =
+        offered_tools(&state, &signed_in.account.id, llooma_providers::OPENAI_MAX_TOOLS, 1).await?;
+    let cost = llooma_core::announce_cost(&tools);
+    let view = |c: llooma_core::ToolCost| ToolCostView {
+        tools: c.tools,
+        bytes: c.size.bytes,
+        estimated_tokens: c.size.estimated_tokens,
+    };
+    let settings = state.store.tool_settings(&signed_in.account.id).await?;
+    Ok(Json(AnnounceCostView {
+        announce_mode: settings.announce_mode,
+        every_request_without: view(cost.every_definition),
+        every_request_with: view(cost.announced),
+        per_group: cost
+            .per_group
+            .into_iter()
+            .map(|(server_label, group, c)| GroupCostView { server_label, group, cost: view(c) })
+            .collect(),
+    }))
 }

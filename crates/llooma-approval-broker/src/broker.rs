@@ -196,10 +196,16 @@ impl<S: ApprovalPort> Broker<S> {
     /// card does not linger.
     pub async fn wait(&self, call_id: &str) -> Result<Outcome, BrokerError> {
         let mut slot = self.inner.register(call_id);
-        let mut guard = AbandonGuard { broker: Some(self.clone()), call_id: call_id.to_owned() };
+        let mut guard = self.abandon_guard(call_id);
         let result = self.inner.wait_for(call_id, &mut slot).await;
         guard.disarm();
         result
+    }
+
+    /// A guard that interrupts `call_id` when dropped before it is disarmed. Take it right
+    /// after [`Broker::request`] when the caller can be cancelled before [`Broker::wait`] ends.
+    pub fn abandon_guard(&self, call_id: &str) -> AbandonGuard<S> {
+        AbandonGuard { broker: Some(self.clone()), call_id: call_id.to_owned() }
     }
 
     /// A person's answer. Exactly one answer to a call wins; the others learn which did.
@@ -562,14 +568,20 @@ impl<S> Drop for WaitSlot<'_, S> {
     }
 }
 
-/// Interrupts the call if the waiting future is dropped before it ends.
-struct AbandonGuard<S: ApprovalPort> {
+/// Interrupts the call (the card is withdrawn everywhere) if dropped before [`disarm`]: a turn
+/// cancelled between `request` and the end of `wait` must not leave a card standing.
+///
+/// [`disarm`]: AbandonGuard::disarm
+#[derive(Debug)]
+#[must_use = "dropping the guard at once withdraws the card"]
+pub struct AbandonGuard<S: ApprovalPort> {
     broker: Option<Broker<S>>,
     call_id: String,
 }
 
 impl<S: ApprovalPort> AbandonGuard<S> {
-    fn disarm(&mut self) {
+    /// The call reached an end (or was handed on): dropping the guard no longer interrupts it.
+    pub fn disarm(&mut self) {
         self.broker = None;
     }
 }

@@ -106,7 +106,7 @@ pub struct PendingCall {
     /// SHA-256 (hex) of `arguments_json`.
     pub arguments_sha256: String,
     pub created_at_ms: i64,
-    /// When the question lapses (created + two minutes).
+    /// When the question lapses (created + the answer window, two minutes unless configured).
     pub deadline_ms: i64,
     pub state: CallState,
     /// The session id that answered, or [`ANSWERED_BY_BOT`] / [`ANSWERED_BY_CONSENT`].
@@ -235,8 +235,9 @@ impl Outcome {
                  its result."
             )),
             CallState::Expired => Some(format!(
-                "The person did not answer within two minutes, so {what} was not made. Nothing \
-                 was sent to the server. Carry on without its result."
+                "The person did not answer within {}, so {what} was not made. Nothing was sent \
+                 to the server. Carry on without its result.",
+                window_words(self.call.deadline_ms - self.call.created_at_ms)
             )),
             CallState::Interrupted => Some(format!(
                 "{} was not made: {}. Nothing was sent to the server.",
@@ -246,6 +247,17 @@ impl Outcome {
             // `wait` only returns final states; say something true if it ever does not.
             CallState::Pending => Some(format!("{} was not made.", capitalize(&what))),
         }
+    }
+}
+
+/// "two minutes", "90 seconds": how long a question stood, in words.
+fn window_words(window_ms: i64) -> String {
+    let seconds = (window_ms.max(0) + 500) / 1000;
+    match seconds {
+        120 => "two minutes".to_owned(),
+        1 => "one second".to_owned(),
+        s if s % 60 == 0 => format!("{} minutes", s / 60),
+        s => format!("{s} seconds"),
     }
 }
 

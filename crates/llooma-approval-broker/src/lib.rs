@@ -31,7 +31,8 @@ mod error;
 pub mod port;
 
 pub use broker::{
-    Broker, BrokerConfig, REASON_PROCESS_GONE, REASON_SHUTDOWN, REASON_TURN_STOPPED, Unasked,
+    AbandonGuard, Broker, BrokerConfig, REASON_PROCESS_GONE, REASON_SHUTDOWN, REASON_TURN_STOPPED,
+    Unasked,
 };
 pub use call::{
     ANSWERED_BY_BOT, ANSWERED_BY_CONSENT, AnswerChoice, AnswerResult, ApprovalCard, BrokerEvent,

@@ -14,7 +14,10 @@ pub mod html;
 mod mcp;
 mod tools;
 
-pub use mcp::{McpResource, McpTool, McpTurn, RESOURCE_LIST, RESOURCE_READ};
+pub use mcp::{
+    ANNOUNCE_TOOL, AnnounceCost, McpResource, McpTool, McpTurn, RESOURCE_LIST, RESOURCE_READ,
+    ToolCost, announce_cost,
+};
 pub use tools::{
     APP_TOOLS, BuiltinTools, CURRENT_DATE, FetchedPage, MAX_PAGE_CHARS, MAX_SEARCH_RESULTS,
     MEMORY_FORGET, MEMORY_READ, MEMORY_WRITE, MemoryBudget, MemoryEntry, MemoryPort, OFFER_CHOICES,
@@ -24,7 +27,7 @@ pub use tools::{
 
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
-use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall};
+use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall, ToolsSize};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
@@ -239,18 +242,31 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     if let Err(error) = attach(request, &mut messages, &mut guard, sink).await {
         return TurnEnd::Failed { text, error };
     }
-    let mut tools = builtins.definitions();
-    if let Some(mcp) = mcp {
-        tools.extend(mcp.definitions());
-    }
+    let mut opened = mcp::Opened::new();
     let rounds = request.rounds.max(1);
     let outcome: Result<bool, String> = async {
         for round_number in 1..=rounds {
             let last = round_number == rounds;
             let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
             // The last round offers no tools: out of rounds, the model answers with what it has.
+            let mut tools = builtins.definitions();
+            if let Some(mcp) = mcp {
+                tools.extend(mcp.definitions(&opened));
+            }
             if !last && !tools.is_empty() {
-                chat = chat.with_tools(tools.clone());
+                let size = ToolsSize::of(&tools);
+                // What the definitions cost each request, so announce mode can be judged.
+                sink.event(
+                    "request",
+                    json!({
+                        "round": round_number, "tools": tools.len(),
+                        "toolBytes": size.bytes, "toolTokens": size.estimated_tokens,
+                        "announce": mcp.is_some_and(|m| m.announce),
+                    }),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                chat = chat.with_tools(tools);
             }
             let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
             if round.stopped {
@@ -265,12 +281,25 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             for call in &round.calls {
                 // Once buttons are shown, the person answers next: the turn ends this round.
                 awaiting_choice |= builtins.choices && call.name == OFFER_CHOICES;
-                let result = match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
-                    Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await?,
-                    None if let Some(mcp) = mcp.filter(|m| m.is_resource_tool(&call.name)) => {
-                        mcp.resource_tool(call, &mut guard, sink).await?
+                let run = async {
+                    let announcing = mcp.filter(|m| m.announce && call.name == ANNOUNCE_TOOL);
+                    let resources = mcp.filter(|m| m.is_resource_tool(&call.name));
+                    match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
+                        Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await,
+                        None if let Some(mcp) = announcing => {
+                            mcp.open(call, &mut opened, sink).await
+                        }
+                        None if let Some(mcp) = resources => {
+                            mcp.resource_tool(call, &mut guard, sink).await
+                        }
+                        None => builtins.run(call, request, &mut guard, sink).await,
                     }
-                    None => builtins.run(call, request, &mut guard, sink).await?,
+                };
+                // Stop cancels a call in flight: a card still waiting is withdrawn (the broker
+                // interrupts a call whose waiter is dropped), a request on its way is dropped.
+                let result = tokio::select! {
+                    result = run => result?,
+                    _ = stop.wait_for(|s| *s) => return Ok(true),
                 };
                 messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }

@@ -12,7 +12,7 @@ use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_policy::consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
-use llooma_providers::{ToolCall, ToolDefinition};
+use llooma_providers::{ToolCall, ToolDefinition, ToolsSize};
 use llooma_vault::Secret;
 use serde_json::{Value, json};
 
@@ -27,6 +27,8 @@ pub struct McpTool {
     pub server_address: String,
     pub token: Option<Secret>,
     pub tool_name: String,
+    /// The group the tool's name puts it in (a gateway's prefix), or the unnamed group's key.
+    pub group: String,
     pub description: String,
     pub input_schema: Value,
     /// The catalogued definition's hash: what consent and the card are tied to.
@@ -66,19 +68,143 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     pub account_id: String,
     pub conversation_id: String,
     pub turn_id: String,
+    /// Announce mode: the model is first offered [`ANNOUNCE_TOOL`] only, and a server's (or a
+    /// group's) definitions once it asked for them.
+    pub announce: bool,
+}
+
+/// The one MCP tool a turn declares in announce mode. Calling it is not a call to any server:
+/// nothing leaves the machine and nobody is asked.
+pub const ANNOUNCE_TOOL: &str = "mcp_server_tools";
+
+/// The tools the model asked to see in announce mode (their model-facing names).
+pub(crate) type Opened = std::collections::BTreeSet<String>;
+
+impl McpTool {
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: self.model_name.clone(),
+            description: Some(self.description.clone()),
+            parameters: self.input_schema.clone(),
+        }
+    }
+}
+
+/// Every server's groups with their tool counts, in the order offered.
+fn catalogue(tools: &[McpTool]) -> Vec<(&str, Vec<(&str, usize)>)> {
+    let mut servers: Vec<(&str, Vec<(&str, usize)>)> = Vec::new();
+    for tool in tools {
+        let index = match servers.iter().position(|(label, _)| *label == tool.server_label) {
+            Some(index) => index,
+            None => {
+                servers.push((&tool.server_label, Vec::new()));
+                servers.len() - 1
+            }
+        };
+        let groups = &mut servers[index].1;
+        match groups.iter_mut().find(|(key, _)| *key == tool.group) {
+            Some((_, count)) => *count += 1,
+            None => groups.push((&tool.group, 1)),
+        }
+    }
+    servers
+}
+
+/// The announcing tool: what each server holds, and how to ask for its definitions.
+fn announce_definition(tools: &[McpTool]) -> ToolDefinition {
+    let catalogue = catalogue(tools);
+    let mut listing = String::new();
+    for (server, groups) in &catalogue {
+        let groups: Vec<String> = groups
+            .iter()
+            .map(|(key, count)| {
+                let key = if key.is_empty() { "(no group)" } else { key };
+                format!("{key} ({count} tool{})", if *count == 1 { "" } else { "s" })
+            })
+            .collect();
+        listing.push_str(&format!("\n- {server}: {}", groups.join(", ")));
+    }
+    let servers: Vec<&str> = catalogue.iter().map(|(server, _)| *server).collect();
+    ToolDefinition {
+        name: ANNOUNCE_TOOL.to_owned(),
+        description: Some(format!(
+            "Tools of the MCP servers the person connected are not listed yet. Call this with a \
+             server, and optionally one of its groups, to receive those tools' definitions for \
+             your next step; then call them as usual (each call is put to the person). Asking \
+             runs nothing. Servers and their groups:{listing}"
+        )),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "server": {"type": "string", "enum": servers},
+                "group": {"type": "string", "description": "One group of that server; all of its tools when left out."}
+            },
+            "required": ["server"]
+        }),
+    }
+}
+
+/// What a set of definitions costs each request that carries them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ToolCost {
+    pub tools: usize,
+    pub size: ToolsSize,
+}
+
+impl ToolCost {
+    fn of(definitions: &[ToolDefinition]) -> Self {
+        ToolCost { tools: definitions.len(), size: ToolsSize::of(definitions) }
+    }
+}
+
+/// Announce mode measured on a catalogue: what every request carries with it off and on, and
+/// what asking for each group adds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnnounceCost {
+    /// Announce mode off: every offered definition, in every request.
+    pub every_definition: ToolCost,
+    /// Announce mode on: the announcing tool alone, until the model asks.
+    pub announced: ToolCost,
+    /// (server label, group key, what that group's definitions add once asked for).
+    pub per_group: Vec<(String, String, ToolCost)>,
+}
+
+/// Measures announce mode on the tools a turn of this account would offer.
+pub fn announce_cost(tools: &[McpTool]) -> AnnounceCost {
+    if tools.is_empty() {
+        return AnnounceCost::default();
+    }
+    let every: Vec<ToolDefinition> = tools.iter().map(McpTool::definition).collect();
+    let per_group = catalogue(tools)
+        .into_iter()
+        .flat_map(|(server, groups)| {
+            groups.into_iter().map(move |(group, _)| {
+                let definitions: Vec<ToolDefinition> = tools
+                    .iter()
+                    .filter(|t| t.server_label == server && t.group == group)
+                    .map(McpTool::definition)
+                    .collect();
+                (server.to_owned(), group.to_owned(), ToolCost::of(&definitions))
+            })
+        })
+        .collect();
+    AnnounceCost {
+        every_definition: ToolCost::of(&every),
+        announced: ToolCost::of(&[announce_definition(tools)]),
+        per_group,
+    }
 }
 
 impl<P: ApprovalPort> McpTurn<'_, P> {
-    pub(crate) fn definitions(&self) -> Vec<ToolDefinition> {
-        let mut definitions: Vec<ToolDefinition> = self
-            .tools
-            .iter()
-            .map(|t| ToolDefinition {
-                name: t.model_name.clone(),
-                description: Some(t.description.clone()),
-                parameters: t.input_schema.clone(),
-            })
-            .collect();
+    /// What the model is offered in the next request: every definition, or in announce mode
+    /// the announcing tool and the definitions it asked for so far.
+    pub(crate) fn definitions(&self, opened: &Opened) -> Vec<ToolDefinition> {
+        let mut definitions = Vec::new();
+        if self.announce && !self.tools.is_empty() {
+            definitions.push(announce_definition(&self.tools));
+        }
+        let shown = self.tools.iter().filter(|t| !self.announce || opened.contains(&t.model_name));
+        definitions.extend(shown.map(McpTool::definition));
         if self.offers_resources() {
             definitions.push(ToolDefinition {
                 name: RESOURCE_LIST.to_owned(),
@@ -107,6 +233,48 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             });
         }
         definitions
+    }
+
+    /// The model asked for a server's (or group's) definitions: they join the next request. A
+    /// step says so; nothing leaves the machine.
+    pub(crate) async fn open<S: TurnSink>(
+        &self,
+        call: &ToolCall,
+        opened: &mut Opened,
+        sink: &S,
+    ) -> Result<String, String> {
+        let arguments: Value = serde_json::from_str(&call.arguments_json).unwrap_or(Value::Null);
+        let server = arguments["server"].as_str().unwrap_or_default();
+        let group = arguments["group"].as_str().filter(|g| !g.is_empty());
+        let matching: Vec<&McpTool> = self
+            .tools
+            .iter()
+            .filter(|t| t.server_label.eq_ignore_ascii_case(server))
+            .filter(|t| group.is_none_or(|g| t.group.eq_ignore_ascii_case(g)))
+            .collect();
+        if matching.is_empty() {
+            let servers: Vec<&str> = catalogue(&self.tools).iter().map(|(s, _)| *s).collect();
+            return Ok(format!(
+                "No tools match server {server:?}{}. The servers are: {}.",
+                group.map(|g| format!(" and group {g:?}")).unwrap_or_default(),
+                servers.join(", ")
+            ));
+        }
+        let names: Vec<&str> = matching.iter().map(|t| t.model_name.as_str()).collect();
+        opened.extend(names.iter().map(|n| (*n).to_owned()));
+        sink.event(
+            "step",
+            json!({
+                "tool": ANNOUNCE_TOOL, "mcp": true, "state": "opened",
+                "server": matching[0].server_label, "group": group, "tools": names.len(),
+            }),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        Ok(format!(
+            "These tools are now available to call: {}. Call them directly.",
+            names.join(", ")
+        ))
     }
 
     /// Resource tools are offered when a server lists resources, unless a server's own tool
@@ -276,10 +444,13 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 .map_err(|e| e.to_string())?,
             ConsentDecision::Ask => {
                 let pending = self.broker.request(new_call).await.map_err(|e| e.to_string())?;
+                // Stopped from here on, the card is withdrawn rather than left to lapse.
+                let mut standing = self.broker.abandon_guard(&pending.id);
                 sink.event("approval", json!({ "card": pending.card() }))
                     .await
                     .map_err(|e| e.to_string())?;
                 let outcome = self.broker.wait(&pending.id).await.map_err(|e| e.to_string())?;
+                standing.disarm();
                 if !outcome.allowed() {
                     let state = outcome.state().as_str();
                     sink.event("step", step(state, json!({ "callId": pending.id })))

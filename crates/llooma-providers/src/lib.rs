@@ -29,5 +29,5 @@ pub use config::{DEFAULT_MAX_STREAM_BYTES, OPENAI_MAX_TOOLS, ProviderConfig};
 pub use error::ProviderError;
 pub use types::{
     ChatEvent, ChatReply, ChatRequest, FinishReason, Message, ModelInfo, Timeouts, ToolCall,
-    ToolChoice, ToolDefinition, Usage,
+    ToolChoice, ToolDefinition, ToolsSize, Usage,
 };

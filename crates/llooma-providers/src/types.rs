@@ -108,6 +108,27 @@ pub struct ToolDefinition {
     pub parameters: serde_json::Value,
 }
 
+/// What a set of tool definitions adds to every request that carries it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ToolsSize {
+    /// Bytes of the `tools` array as sent (compact JSON).
+    pub bytes: usize,
+    /// A token estimate: a quarter of the bytes, rounded up. Tokenizers differ by model; this
+    /// is for comparing two sets on the same model, not for billing.
+    pub estimated_tokens: usize,
+}
+
+impl ToolsSize {
+    /// The size of `tools` as this client sends them.
+    pub fn of(tools: &[ToolDefinition]) -> Self {
+        if tools.is_empty() {
+            return ToolsSize::default();
+        }
+        let bytes = crate::wire::tools_json(tools).to_string().len();
+        ToolsSize { bytes, estimated_tokens: bytes.div_ceil(4) }
+    }
+}
+
 /// Whether and which tool the model must call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolChoice {

@@ -4,7 +4,21 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::types::{ChatRequest, Message, ModelInfo, ToolCall, ToolChoice, Usage};
+use crate::types::{ChatRequest, Message, ModelInfo, ToolCall, ToolChoice, ToolDefinition, Usage};
+
+/// The `tools` array of a request, as sent.
+pub(crate) fn tools_json(tools: &[ToolDefinition]) -> Value {
+    tools
+        .iter()
+        .map(|tool| {
+            let mut function = json!({"name": tool.name, "parameters": tool.parameters});
+            if let Some(description) = &tool.description {
+                function["description"] = json!(description);
+            }
+            json!({"type": "function", "function": function})
+        })
+        .collect()
+}
 
 /// The request body for `POST /chat/completions` with `stream: true`.
 pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> Value {
@@ -18,17 +32,7 @@ pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> Value 
         body["stream_options"] = json!({"include_usage": true});
     }
     if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|tool| {
-                let mut function = json!({"name": tool.name, "parameters": tool.parameters});
-                if let Some(description) = &tool.description {
-                    function["description"] = json!(description);
-                }
-                json!({"type": "function", "function": function})
-            })
-            .collect();
+        body["tools"] = tools_json(&request.tools);
         // Without tools a tool_choice is an error at OpenAI, so it goes only with them.
         if let Some(choice) = &request.tool_choice {
             body["tool_choice"] = match choice {

@@ -82,6 +82,17 @@ pub(crate) mod replicas_entity {
 use calls_entity as calls;
 use replicas_entity as replicas;
 
+/// Ids of the processes whose heartbeat is at or after `since_ms`.
+pub(crate) async fn replicas_alive_since(store: &Store, since_ms: i64) -> StoreResult<Vec<String>> {
+    Ok(replicas::Entity::find()
+        .filter(replicas::Column::HeartbeatAtMs.gte(since_ms))
+        .all(&store.db)
+        .await?
+        .into_iter()
+        .map(|r| r.id)
+        .collect())
+}
+
 const PENDING: &str = "pending";
 
 fn from_model(model: calls::Model) -> StoreResult<PendingCall> {

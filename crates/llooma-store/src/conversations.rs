@@ -206,8 +206,13 @@ impl Store {
         Ok(())
     }
 
-    /// Starts a turn, unless one is already running in the conversation.
-    pub async fn start_turn(&self, conversation_id: &str) -> StoreResult<String> {
+    /// Starts a turn run by the process `owner_replica`, unless one is already running in the
+    /// conversation.
+    pub async fn start_turn(
+        &self,
+        conversation_id: &str,
+        owner_replica: &str,
+    ) -> StoreResult<String> {
         let id = uuid::Uuid::new_v4().to_string();
         let model = turns::ActiveModel {
             id: Set(id.clone()),
@@ -216,6 +221,8 @@ impl Store {
             started_at_ms: Set(now_ms()),
             ended_at_ms: Set(None),
             error: Set(None),
+            owner_replica: Set(Some(owner_replica.to_owned())),
+            stop_requested_at_ms: Set(None),
         };
         match model.insert(&self.db).await {
             Ok(_) => Ok(id),
@@ -252,12 +259,50 @@ impl Store {
             .map(|t| t.id))
     }
 
+    /// Asks the process running the conversation's turn to stop it (it looks every second).
+    /// False when no turn is running.
+    pub async fn request_stop(&self, conversation_id: &str) -> StoreResult<bool> {
+        let result = turns::Entity::update_many()
+            .col_expr(turns::Column::StopRequestedAtMs, Expr::value(now_ms()))
+            .filter(turns::Column::ConversationId.eq(conversation_id))
+            .filter(turns::Column::State.eq("running"))
+            .exec(&self.db)
+            .await?;
+        Ok(result.rows_affected > 0)
+    }
+
+    /// Whether someone asked for this turn to stop.
+    pub async fn stop_requested(&self, turn_id: &str) -> StoreResult<bool> {
+        Ok(turns::Entity::find_by_id(turn_id)
+            .one(&self.db)
+            .await?
+            .is_some_and(|t| t.stop_requested_at_ms.is_some()))
+    }
+
     /// Marks every running turn failed (start-up of the only process: nobody runs them anymore)
     /// and says so in each one's log, so a tab watching it sees the turn end and why.
     pub async fn fail_running_turns(&self, reason: &str) -> StoreResult<u64> {
         let running =
             turns::Entity::find().filter(turns::Column::State.eq("running")).all(&self.db).await?;
-        for turn in &running {
+        self.fail_turns(&running, reason).await
+    }
+
+    /// Fails the running turns whose process has not heartbeated since `alive_since_ms` (it
+    /// crashed or was killed): nobody will finish them, and each would block its conversation.
+    pub async fn fail_orphaned_turns(&self, alive_since_ms: i64, reason: &str) -> StoreResult<u64> {
+        let alive: Vec<String> =
+            crate::approvals::replicas_alive_since(self, alive_since_ms).await?;
+        let running =
+            turns::Entity::find().filter(turns::Column::State.eq("running")).all(&self.db).await?;
+        let orphaned: Vec<_> = running
+            .into_iter()
+            .filter(|t| t.owner_replica.as_ref().is_none_or(|owner| !alive.contains(owner)))
+            .collect();
+        self.fail_turns(&orphaned, reason).await
+    }
+
+    async fn fail_turns(&self, running: &[turns::Model], reason: &str) -> StoreResult<u64> {
+        for turn in running {
             let error = serde_json::json!({ "message": reason }).to_string();
             self.append_event(&turn.conversation_id, &turn.id, "error", &error).await?;
             self.finish_turn(&turn.id, "failed", Some(reason)).await?;

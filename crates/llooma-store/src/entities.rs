@@ -255,6 +255,8 @@ pub mod turns {
         pub started_at_ms: i64,
         pub ended_at_ms: Option<i64>,
         pub error: Option<String>,
+        pub owner_replica: Option<String>,
+        pub stop_requested_at_ms: Option<i64>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

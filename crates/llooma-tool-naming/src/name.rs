@@ -20,12 +20,20 @@ pub const FALLBACK_SLUG: &str = "server";
 /// The app's own tools. None of them starts with [`MCP_PREFIX`] except those also listed in
 /// [`RESERVED_MCP_NAMES`]; a generated name never equals any of them. The memory tools are named
 /// by the app, not here: whatever their names, they do not start with `mcp_`, which is the point.
-pub const BUILTIN_TOOL_NAMES: &[&str] =
-    &["web_search", "read_page", "current_date", "mcp_resource_list", "mcp_resource_read"];
+pub const BUILTIN_TOOL_NAMES: &[&str] = &[
+    "web_search",
+    "read_page",
+    "current_date",
+    "mcp_resource_list",
+    "mcp_resource_read",
+    "mcp_server_tools",
+];
 
 /// Built-in tools that live inside the `mcp_` namespace. A server labelled `resource` offering a
 /// tool `read` would otherwise become `mcp_resource_read`; the table gives it a hash suffix instead.
-pub const RESERVED_MCP_NAMES: &[&str] = &["mcp_resource_list", "mcp_resource_read"];
+/// `mcp_server_tools` is the one tool a turn declares in announce mode.
+pub const RESERVED_MCP_NAMES: &[&str] =
+    &["mcp_resource_list", "mcp_resource_read", "mcp_server_tools"];
 
 /// Length of the hex hash suffix (`_` plus this many hex digits) on shortened or colliding names.
 pub(crate) const HASH_HEX_LEN: usize = 8;

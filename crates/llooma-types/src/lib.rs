@@ -264,6 +264,39 @@ pub struct McpToolSettingsPatch {
     pub announce_mode: Option<bool>,
 }
 
+/// What a set of tool definitions adds to every request that carries it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCostView {
+    pub tools: usize,
+    /// Bytes of the definitions as sent.
+    pub bytes: usize,
+    /// A quarter of the bytes: for comparing, not for billing (tokenizers differ by model).
+    pub estimated_tokens: usize,
+}
+
+/// One group's definitions, added to the following requests once the model asked for them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupCostView {
+    pub server_label: String,
+    /// The group's key; empty for the unnamed group.
+    pub group: String,
+    pub cost: ToolCostView,
+}
+
+/// Announce mode measured on the account's own catalogue (`GET /api/v1/mcp/announce-cost`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnnounceCostView {
+    pub announce_mode: bool,
+    /// Announce mode off: every offered definition rides along in every request.
+    pub every_request_without: ToolCostView,
+    /// Announce mode on: the one announcing tool, until the model asks for a server or group.
+    pub every_request_with: ToolCostView,
+    pub per_group: Vec<GroupCostView>,
+}
+
 /// Every MCP server of the instance, for administrators.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
