@@ -714,6 +714,33 @@ pub(crate) async fn offered_tools(
     Ok(tools)
 }
 
+/// `GET /api/v1/mcp/announce-cost`: what the account's catalogue costs each request with
+/// announce mode off and on, measured on the definitions a turn would send.
+pub async fn announce_cost(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<Json<AnnounceCostView>, ApiError> {
+    let account = &signed_in.account.id;
+    let tools = offered_tools(&state, account, llooma_providers::OPENAI_MAX_TOOLS, 0).await?;
+    let cost = llooma_core::announce_cost(&tools);
+    let view = |c: llooma_core::ToolCost| ToolCostView {
+        tools: c.tools,
+        bytes: c.size.bytes,
+        estimated_tokens: c.size.estimated_tokens,
+    };
+    let settings = state.store.tool_settings(&signed_in.account.id).await?;
+    Ok(Json(AnnounceCostView {
+        announce_mode: settings.announce_mode,
+        every_request_without: view(cost.every_definition),
+        every_request_with: view(cost.announced),
+        per_group: cost
+            .per_group
+            .into_iter()
+            .map(|(server_label, group, c)| GroupCostView { server_label, group, cost: view(c) })
+            .collect(),
+    }))
+}
+
 /// The resources the account's active servers list in their snapshots, for
 /// `mcp_resource_list` / `mcp_resource_read` (no network: the snapshot says what there is).
 pub(crate) async fn offered_resources(
@@ -758,31 +785,4 @@ pub(crate) async fn active_server(
     }
     let token = decrypt_token(state, &server)?;
     Ok((server.label, server.address, token))
-}
-
-/// `GET /api/v1/mcp/announce-cost`: what the account's catalogue costs each request with
-/// announce mode off and on, measured on the definitions a turn would send.
-pub async fn announce_cost(
-    State(state): State<AppState>,
-    signed_in: SignedIn,
-) -> Result<Json<AnnounceCostView>, ApiError> {
-    let tools =
-        offered_tools(&state, &signed_in.account.id, llooma_providers::OPENAI_MAX_TOOLS, 1).await?;
-    let cost = llooma_core::announce_cost(&tools);
-    let view = |c: llooma_core::ToolCost| ToolCostView {
-        tools: c.tools,
-        bytes: c.size.bytes,
-        estimated_tokens: c.size.estimated_tokens,
-    };
-    let settings = state.store.tool_settings(&signed_in.account.id).await?;
-    Ok(Json(AnnounceCostView {
-        announce_mode: settings.announce_mode,
-        every_request_without: view(cost.every_definition),
-        every_request_with: view(cost.announced),
-        per_group: cost
-            .per_group
-            .into_iter()
-            .map(|(server_label, group, c)| GroupCostView { server_label, group, cost: view(c) })
-            .collect(),
-    }))
 }

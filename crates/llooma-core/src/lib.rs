@@ -249,11 +249,11 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             let last = round_number == rounds;
             let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
             // The last round offers no tools: out of rounds, the model answers with what it has.
-            let mut tools = builtins.definitions();
-            if let Some(mcp) = mcp {
-                tools.extend(mcp.definitions(&opened));
-            }
-            if !last && !tools.is_empty() {
+            if !last {
+                let mut tools = builtins.definitions();
+                if let Some(mcp) = mcp {
+                    tools.extend(mcp.definitions(&opened));
+                }
                 let size = ToolsSize::of(&tools);
                 // What the definitions cost each request, so announce mode can be judged.
                 sink.event(
@@ -266,7 +266,9 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 )
                 .await
                 .map_err(|e| e.to_string())?;
-                chat = chat.with_tools(tools);
+                if !tools.is_empty() {
+                    chat = chat.with_tools(tools);
+                }
             }
             let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
             if round.stopped {
@@ -283,13 +285,12 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 awaiting_choice |= builtins.choices && call.name == OFFER_CHOICES;
                 let run = async {
                     let announcing = mcp.filter(|m| m.announce && call.name == ANNOUNCE_TOOL);
-                    let resources = mcp.filter(|m| m.is_resource_tool(&call.name));
                     match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
                         Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await,
                         None if let Some(mcp) = announcing => {
                             mcp.open(call, &mut opened, sink).await
                         }
-                        None if let Some(mcp) = resources => {
+                        None if let Some(mcp) = mcp.filter(|m| m.is_resource_tool(&call.name)) => {
                             mcp.resource_tool(call, &mut guard, sink).await
                         }
                         None => builtins.run(call, request, &mut guard, sink).await,
