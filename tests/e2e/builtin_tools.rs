@@ -65,6 +65,13 @@ impl Site {
                 }),
             )
             .route("/search", get(searx))
+            .route(
+                "/old",
+                get(|| async {
+                    let body = b"<p>Caf\xe9 cr\xe8me</p>".to_vec();
+                    ([(header::CONTENT_TYPE, "text/html; charset=ISO-8859-1")], body)
+                }),
+            )
             .with_state(queries.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let origin = format!("http://{}", listener.local_addr().unwrap());
@@ -150,6 +157,8 @@ async fn read_page_reads_an_allowed_page_and_refuses_private_addresses_without_f
         Reply::tool_call("read_page", json!({"url": format!("{}/hop", site.origin)})),
         Reply::tool_call("read_page", json!({"url": format!("{}/logo.png", site.origin)})),
         Reply::text("I could not read those."),
+        Reply::tool_call("read_page", json!({"url": format!("{}/old", site.origin)})),
+        Reply::text("Café crème."),
     ])
     .await
     .unwrap();
@@ -188,6 +197,10 @@ async fn read_page_reads_an_allowed_page_and_refuses_private_addresses_without_f
     assert!(steps[2]["error"].as_str().unwrap().contains("image/png"), "{}", steps[2]);
     let told = last_tool_result(&model, 3);
     assert!(told.starts_with("The page http://10.20.30.40/admin could not be read"), "{told}");
+
+    // An old page in Latin-1 reads as the words it shows.
+    turn(&mut tab, &id, &mut events, "and this one").await;
+    assert!(last_tool_result(&model, 7).ends_with("Café crème"), "{}", last_tool_result(&model, 7));
 }
 
 #[tokio::test]

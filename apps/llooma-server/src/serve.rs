@@ -65,10 +65,13 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
             tracing::warn!(failed, "marked turns of the previous run as failed");
         }
     }
+    let pages = llooma_api::tools::NetPageReader::new(outbound.clone())
+        .context("setting up page reading")?;
     let state = AppState {
         store: store.clone(),
         broker: broker.clone(),
         mcp,
+        pages,
         outbound,
         turns: llooma_api::Turns::new(replica_id.clone()),
         vault: Arc::new(vault),

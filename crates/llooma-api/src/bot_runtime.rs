@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::tools::{NetPageReader, SearxSearch};
+use crate::tools::SearxSearch;
 
 /// The usual system prompt of a conversation started with this model: the instance's default,
 /// or the administrator's rewrite for the model.
@@ -223,11 +223,6 @@ impl Responder for TurnResponder {
             .map_err(BotModelError)?;
         // The bot's ticked tools that this instance provides; no memory, no buttons.
         let ticked = |name: &str| b.tools.iter().any(|t| t == name);
-        let reader = if ticked(llooma_core::READ_PAGE) {
-            NetPageReader::new(self.state.outbound.clone()).ok()
-        } else {
-            None
-        };
         let search = match self.state.store.instance_settings().await.map_err(|e| fail(&e))? {
             settings if ticked(llooma_core::WEB_SEARCH) => settings
                 .web_search_url
@@ -245,7 +240,8 @@ impl Responder for TurnResponder {
         let builtins = BuiltinTools {
             current_date: ticked(llooma_core::CURRENT_DATE),
             web_search: search.as_ref().map(|s| s as &dyn WebSearch),
-            read_page: reader.as_ref().map(|r| r as &dyn PageReader),
+            read_page: ticked(llooma_core::READ_PAGE)
+                .then_some(&self.state.pages as &dyn PageReader),
             memory: None,
             choices: false,
             descriptions,

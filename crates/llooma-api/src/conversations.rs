@@ -33,7 +33,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::ApiJson;
 use crate::session::SignedIn;
-use crate::tools::{NetPageReader, SearxSearch, StoreMemory};
+use crate::tools::{SearxSearch, StoreMemory};
 
 /// How often a watching tab re-reads the log without news from this process, when other
 /// processes may write to it (Postgres: news from another replica arrives this way).
@@ -532,9 +532,6 @@ pub async fn send(
     tokio::spawn(async move {
         let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
         request.attachments = read_chosen(&task_state, chosen, &sink).await;
-        let reader = NetPageReader::new(task_state.outbound.clone())
-            .inspect_err(|e| tracing::warn!(error = %e, "page reading is unavailable"))
-            .ok();
         let search = web_search_url.and_then(|address| {
             SearxSearch::new(&task_state.outbound, &address)
                 .inspect_err(|e| tracing::warn!(error = %e, "web search is unavailable"))
@@ -544,7 +541,7 @@ pub async fn send(
         let builtins = BuiltinTools {
             current_date: true,
             web_search: search.as_ref().map(|s| s as &dyn WebSearch),
-            read_page: reader.as_ref().map(|r| r as &dyn PageReader),
+            read_page: Some(&task_state.pages as &dyn PageReader),
             memory: memory_persona.as_deref().map(|persona_id| PersonaMemory {
                 port: &memory_port,
                 persona_id,

@@ -101,6 +101,8 @@ pub struct AppState {
     pub turns: Turns,
     /// Talks to MCP servers under the outbound policy.
     pub mcp: llooma_mcp_client::McpClient,
+    /// Reads pages for `read_page` (the outbound policy's `fetch` purpose); one per instance.
+    pub pages: tools::NetPageReader,
     pub vault: Arc<Vault>,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,

@@ -54,13 +54,17 @@ impl NetPageReader {
         if !status.is_success() {
             return Err(ToolError(format!("the site answered {status}")));
         }
-        let media_type = response
+        let content_type = response
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|v| v.trim().to_ascii_lowercase())
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let media_type =
+            content_type.split(';').next().map(|v| v.trim().to_owned()).unwrap_or_default();
+        let latin1 = ["iso-8859-1", "latin1", "windows-1252", "us-ascii"]
+            .iter()
+            .any(|c| content_type.contains(&format!("charset={c}")));
         let final_url = response.url().to_string();
         let mut body = Vec::new();
         while body.len() < MAX_PAGE_BYTES {
@@ -71,11 +75,14 @@ impl NetPageReader {
             }
         }
         body.truncate(MAX_PAGE_BYTES);
-        Ok(FetchedPage {
-            url: final_url,
-            media_type,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        })
+        // Pages declare UTF-8 or, among the old ones, Latin-1 (whose bytes are its code points);
+        // anything else is read as UTF-8 with replacement characters.
+        let body = if latin1 {
+            body.iter().map(|b| char::from(*b)).collect()
+        } else {
+            String::from_utf8_lossy(&body).into_owned()
+        };
+        Ok(FetchedPage { url: final_url, media_type, body })
     }
 }
 

@@ -311,4 +311,27 @@ mod tests {
         let page = html_to_text("<p>Ünïcödé — 日本語 🙂</p>");
         assert_eq!(page.text, "Ünïcödé — 日本語 🙂");
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::html_to_text;
+
+        proptest! {
+            #[test]
+            fn any_text_converts_without_panicking(s in "\\PC*") {
+                let _ = html_to_text(&s);
+            }
+
+            #[test]
+            fn markup_like_text_never_leaks_script_bodies(
+                before in "[a-z <>&;#/=\"']{0,40}",
+                after in "[a-z <>&;#/=\"']{0,40}",
+            ) {
+                let page = html_to_text(&format!("{before}<script>SECRET()</script>{after}"));
+                // Unless the text before opened a tag that swallows the script element whole.
+                prop_assert!(!page.text.contains("SECRET") || before.contains('<'));
+            }
+        }
+    }
 }
