@@ -3,7 +3,8 @@
 
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set, TransactionTrait,
 };
 
 use crate::entities::{model_prompts, persona_memories, personas, tool_wordings};
@@ -155,32 +156,51 @@ impl Store {
             .collect())
     }
 
-    /// Saves a note unless the persona already holds `max_notes`; `None` when full.
+    /// Saves a note unless the persona already holds `max_notes`; `None` when full,
+    /// [`StoreError::NotFound`] when the persona is gone.
     ///
-    /// The count and the insert are two statements: two turns of the same persona writing at
-    /// the same instant can pass the budget by one note, never by more than the turns running.
+    /// One transaction that locks the persona's row first (Postgres; SQLite has one writer), so
+    /// two turns of the same persona writing at once cannot pass the budget, and each note's time
+    /// is later than the one before it: notes read back in the order they were written even
+    /// within one millisecond.
     pub async fn add_memory_note(
         &self,
         persona_id: &str,
         content: &str,
         max_notes: usize,
     ) -> StoreResult<Option<MemoryNote>> {
+        let txn = self.db.begin().await?;
+        let persona = personas::Entity::find_by_id(persona_id).lock_exclusive().one(&txn).await?;
+        if persona.is_none() {
+            return Err(StoreError::NotFound);
+        }
         let held = persona_memories::Entity::find()
             .filter(persona_memories::Column::PersonaId.eq(persona_id))
-            .count(&self.db)
+            .count(&txn)
             .await?;
         if usize::try_from(held).unwrap_or(usize::MAX) >= max_notes {
             return Ok(None);
         }
+        let latest: Option<i64> = persona_memories::Entity::find()
+            .select_only()
+            .column_as(persona_memories::Column::CreatedAtMs.max(), "latest")
+            .filter(persona_memories::Column::PersonaId.eq(persona_id))
+            .into_tuple::<Option<i64>>()
+            .one(&txn)
+            .await?
+            .flatten();
+        let created_at_ms = latest.map_or(now_ms(), |latest| now_ms().max(latest + 1));
         let id = uuid::Uuid::new_v4().simple().to_string();
         let model = persona_memories::ActiveModel {
             // Short: the model reads and repeats it.
             id: Set(format!("n{}", id.get(..10).unwrap_or(&id))),
             persona_id: Set(persona_id.to_owned()),
             content: Set(content.to_owned()),
-            created_at_ms: Set(now_ms()),
+            created_at_ms: Set(created_at_ms),
         };
-        Ok(Some(note(model.insert(&self.db).await?)))
+        let saved = model.insert(&txn).await?;
+        txn.commit().await?;
+        Ok(Some(note(saved)))
     }
 
     /// Forgets one note of a persona; whether it was there.

@@ -47,6 +47,44 @@ async fn personas_belong_to_their_account_and_keep_a_bounded_memory() {
     let stored = store.conversation(&alice, &conversation.id).await.unwrap().unwrap();
     assert_eq!(stored.persona_id, None);
     assert!(store.memory_notes(&tutor.id).await.unwrap().is_empty());
+    assert!(matches!(
+        store.add_memory_note(&tutor.id, "after the end", 5).await,
+        Err(StoreError::NotFound)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn notes_come_back_in_the_order_written_and_racing_writers_keep_the_budget() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let persona = store.create_persona(&alice, "Scribe", "", true).await.unwrap();
+
+    // Written back to back, most of them within the same millisecond.
+    let written: Vec<String> = (0..30).map(|n| format!("note {n}")).collect();
+    for content in &written {
+        store.add_memory_note(&persona.id, content, 100).await.unwrap().unwrap();
+    }
+    let read: Vec<String> =
+        store.memory_notes(&persona.id).await.unwrap().into_iter().map(|n| n.content).collect();
+    assert_eq!(read, written);
+
+    // Forty turns write at once to a persona with room for five more notes.
+    let racers = (0..40).map(|n| {
+        let store = store.clone();
+        let persona_id = persona.id.clone();
+        tokio::spawn(async move {
+            store.add_memory_note(&persona_id, &format!("race {n}"), 35).await.unwrap()
+        })
+    });
+    let mut saved = 0;
+    for racer in racers {
+        if racer.await.unwrap().is_some() {
+            saved += 1;
+        }
+    }
+    assert_eq!(saved, 5, "exactly the room left is used");
+    assert_eq!(store.memory_notes(&persona.id).await.unwrap().len(), 35);
 }
 
 #[tokio::test]
