@@ -282,21 +282,17 @@ async fn poll_integration<P: RuntimePort>(
             return;
         }
         // The round runs while the lease is renewed; losing the lease drops the round at once.
+        // The renewal is a future of its own, polled beside the round, never awaited in a branch
+        // of the select: the round may hold the database's only connection (SQLite) mid-query,
+        // and a renewal waiting for it while the round is not polled would wait until the pool
+        // gives up.
         let next = {
             let round = state.round();
-            tokio::pin!(round);
-            let mut renew = tokio::time::interval(config.lease_ttl / 3);
-            renew.tick().await;
-            loop {
-                tokio::select! {
-                    next = &mut round => break Some(next),
-                    _ = renew.tick() => {
-                        if !state_claim(&port, &id, &config).await {
-                            break None;
-                        }
-                    }
-                    () = stopped(&mut stop) => return,
-                }
+            let renewal = keep_lease(&port, &id, &config);
+            tokio::select! {
+                next = round => Some(next),
+                () = renewal => None,
+                () = stopped(&mut stop) => return,
             }
         };
         let Some(next) = next else {
@@ -322,6 +318,18 @@ async fn poll_integration<P: RuntimePort>(
 /// here).
 async fn stopped(stop: &mut watch::Receiver<bool>) {
     let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Renews the lease every third of its life; returns when another replica holds it.
+async fn keep_lease<P: RuntimePort>(port: &Arc<P>, id: &str, config: &RuntimeConfig) {
+    let mut renew = tokio::time::interval(config.lease_ttl / 3);
+    renew.tick().await;
+    loop {
+        renew.tick().await;
+        if !state_claim(port, id, config).await {
+            return;
+        }
+    }
 }
 
 async fn state_claim<P: RuntimePort>(port: &Arc<P>, id: &str, config: &RuntimeConfig) -> bool {
