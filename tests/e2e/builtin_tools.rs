@@ -608,6 +608,54 @@ async fn chosen_resources_and_prompts_join_the_message_wrapped_and_the_model_rea
         .await;
     assert_eq!(foreign.json["error"], "unknown_mcp_server", "{foreign:?}");
 
+    // A template the server lists, its blank filled by the person: we build the address.
+    let detail = tab.get(&format!("/api/v1/mcp/servers/{server_id}")).await;
+    let template = detail.json["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap().to_owned())
+        .find(|t| t.contains("/text/"))
+        .unwrap_or_else(|| panic!("no text template listed: {}", detail.json));
+    model.push(Reply::text("Read the filled one."));
+    let filled = |value: &str| {
+        json!({
+            "content": "and this one",
+            "resources": [{"serverId": server_id, "uriTemplate": template,
+                           "arguments": {"resourceId": value}}]
+        })
+    };
+    let sent = tab.post(&format!("/api/v1/conversations/{id}/messages"), filled("7")).await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let mut steps = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        if name == "step" {
+            steps.push(data);
+        } else if name == "end" {
+            break;
+        }
+    }
+    let expanded = template.replace("{resourceId}", "7");
+    assert_eq!(steps[0]["attached"], "resource", "{steps:?}");
+    assert_eq!(steps[0]["uri"], expanded.as_str());
+    let user = model.chat_bodies()[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(user.contains("Resource 7"), "the filled-in resource was read: {user}");
+    // A value that would climb out of the template's path is refused before anything runs.
+    let bad = tab.post(&format!("/api/v1/conversations/{id}/messages"), filled("../1")).await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json["error"], "invalid_template_value", "{bad:?}");
+    assert!(bad.json["message"].as_str().unwrap().contains("resourceId"), "{bad:?}");
+
     // With MCP on, the model lists and reads resources itself; only listed ones can be read.
     tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
         .await;
@@ -617,12 +665,12 @@ async fn chosen_resources_and_prompts_join_the_message_wrapped_and_the_model_rea
     model.push(Reply::text("Done reading."));
     let (text, steps, _) = turn(&mut tab, &id, &mut events, "look around").await;
     assert_eq!(text, "Done reading.");
-    assert!(offered(&model, 2).contains(&"mcp_resource_read".to_owned()));
-    assert!(last_tool_result(&model, 3).contains(features), "the list names it");
-    let read = last_tool_result(&model, 4);
+    assert!(offered(&model, 3).contains(&"mcp_resource_read".to_owned()));
+    assert!(last_tool_result(&model, 4).contains(features), "the list names it");
+    let read = last_tool_result(&model, 5);
     assert!(read.contains("Everything Server - Features") && read.contains("untrusted"), "{read}");
     assert_eq!(steps[1]["state"], "done");
     assert_eq!(steps[1]["server"], "Everything");
     assert_eq!(steps[2]["state"], "failed");
-    assert!(last_tool_result(&model, 5).contains("No server lists a resource"));
+    assert!(last_tool_result(&model, 6).contains("No server lists a resource"));
 }

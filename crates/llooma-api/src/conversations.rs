@@ -126,7 +126,39 @@ pub struct NewMessage {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChosenResource {
     server_id: String,
-    uri: String,
+    /// A resource the server lists, by its address.
+    #[serde(default)]
+    uri: Option<String>,
+    /// Or one of the server's resource templates, with its blanks filled in `arguments`: we build
+    /// the address (each value checked), not the browser.
+    #[serde(default)]
+    uri_template: Option<String>,
+    #[serde(default)]
+    arguments: std::collections::BTreeMap<String, String>,
+}
+
+impl ChosenResource {
+    /// The address to read: the one given, or the template filled in.
+    fn address(&self) -> Result<String, ApiError> {
+        match (&self.uri, &self.uri_template) {
+            (Some(uri), None) if self.arguments.is_empty() => Ok(uri.clone()),
+            (None, Some(template)) => {
+                llooma_mcp_client::template::expand(template, &self.arguments).map_err(|err| {
+                    ApiError::bad_request(
+                        "invalid_template_value",
+                        format!(
+                            "The resource template {template} cannot be filled in: {err}. \
+                             Change the value and send again."
+                        ),
+                    )
+                })
+            }
+            _ => Err(ApiError::bad_request(
+                "invalid_resource",
+                "A chosen resource has either a uri, or a uriTemplate with its arguments.",
+            )),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -469,9 +501,10 @@ pub async fn send(
     }
     let mut chosen = Vec::new();
     for r in body.resources {
+        let uri = r.address()?;
         let (label, address, token) =
             crate::mcp::active_server(&state, &signed_in.account.id, &r.server_id).await?;
-        chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(r.uri) });
+        chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(uri) });
     }
     for p in body.prompts {
         let (label, address, token) =
