@@ -283,3 +283,93 @@ async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users
     assert!(card.contains("Suspended by an administrator"), "{card}");
     user.screenshot("settings-tools-suspended-phone").await;
 }
+
+#[tokio::test]
+async fn browser_a_bot_is_tested_added_given_a_model_and_answers_in_its_room() {
+    use llooma_chatto_fake::{ALL_BOT_PERMISSIONS, BotStyle, FakeChatto, SignalKind};
+    use llooma_fake_model::Fallback;
+
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model =
+        FakeModel::builder().fallback(Fallback::Echo { chunk_delay_ms: 0 }).start().await.unwrap();
+    let chat = FakeChatto::start().await.unwrap();
+    let bot = chat.add_bot("helper", "Helper", BotStyle::IsBotFlag, &ALL_BOT_PERMISSIONS);
+    let ann = chat.add_person("ann", "Ann Lee");
+    let general = chat.add_channel("general", &[&bot.id, &ann]);
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[
+            ("PROVIDER_ALLOWED_ORIGINS", &model.origin()),
+            ("BOT_ALLOWED_ORIGINS", &chat.origin()),
+            ("LLOOMA_BOT_POLL_SECS", "1"),
+        ],
+    );
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+
+    // The connection is tested first: who the bot is shows, nothing is stored.
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/settings/bots")).await;
+    browser.wait_live().await;
+    browser.type_into("input[name=label]", "Room helper").await;
+    browser.type_into("input[name=address]", &chat.origin()).await;
+    browser.type_into("input[name=key]", &bot.key).await;
+    browser.click("button.test").await;
+    browser.wait_text(".test-result", "Connected as Helper (@helper)").await;
+    assert_eq!(api.get("/api/v1/bots").await.json, json!([]), "a test stores nothing");
+
+    // Added, it waits for a model, and says so.
+    browser.click("button.add").await;
+    browser.wait_text(".card.bot .label", "Room helper").await;
+    browser.wait_live().await;
+    browser.wait_text(".card.bot .status-line", "Choose a model").await;
+
+    // A model and the MCP box chosen in the card: the warning shows before saving.
+    browser
+        .click(&format!(".card.bot select[name=provider] option[value=\"{provider_id}\"]"))
+        .await;
+    browser.type_into(".card.bot input[name=model]", "fake-model\u{E004}").await;
+    browser.click(".card.bot input[name=tool-current_date]").await;
+    browser.click(".card.bot input[name=mcp]").await;
+    browser.wait_text(".card.bot .mcp-warning", "run without asking you").await;
+
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    browser.click(".card.bot button.save").await;
+    let saved = until_api(&mut api, "/api/v1/bots", "the bot's model", |bots| {
+        bots[0]["model"] == "fake-model" && bots[0]["mcp"] == true
+    })
+    .await;
+    assert_eq!(saved[0]["tools"]["ticked"], json!(["current_date"]));
+
+    // Mentioned in its room, it answers there; the card then says it is running.
+    let now = chrono::Utc::now();
+    let asked = chat.post(&general, &ann, "@helper are you there?", now);
+    chat.notify(&bot.id, SignalKind::DirectMentionReceived, &general, &asked, now);
+    for _ in 0..150 {
+        if chat.create_message_calls().iter().any(|c| c.caller == bot.id) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let posted = chat.create_message_calls();
+    assert!(
+        posted.iter().any(|c| c.caller == bot.id && c.body.contains("are you there?")),
+        "{posted:?}"
+    );
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.wait_text(".card.bot .status-line", "Running").await;
+    assert!(!browser.source().await.contains(&bot.key), "the bot's key is on the page");
+    assert!(!api.get("/api/v1/bots").await.text.contains(&bot.key));
+    browser.screenshot("settings-bots").await;
+
+    // Switched off from its card.
+    browser.click(".card.bot input[name=enabled]").await;
+    until_api(&mut api, "/api/v1/bots", "the switch", |bots| bots[0]["enabled"] == false).await;
+}

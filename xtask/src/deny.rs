@@ -94,6 +94,9 @@ pub fn check(ctx: &Ctx) -> Result<()> {
         bail!("{INSTALL_HINT}");
     }
     prepare_db(ctx)?;
+    // `--offline` reads every crate of the lock file, other platforms' included, from the local
+    // registry: a fresh machine has only what its own builds downloaded.
+    run(&mut ctx.cargo(["fetch", "--locked"]))?;
     run(&mut ctx.cargo(["deny", "--offline", "check"]))
 }
 

@@ -10,6 +10,10 @@ use axum::http::StatusCode;
 use llooma_chatto_bot::ChattoError;
 use llooma_net::{NetClient, Purpose};
 use llooma_store::{BotConnection, BotIntegration, BotSettingsRow};
+use llooma_types::{
+    BotAccountView as BotAccount, BotCardView as BotCard, BotContextSetting as ContextSetting,
+    BotIdentitySetting as IdentitySetting, BotToolsView as ToolsView,
+};
 use llooma_vault::{Secret, SecretContext};
 use serde::{Deserialize, Serialize};
 
@@ -26,12 +30,10 @@ const DEFAULT_CONTEXT_COUNT: i64 = 6;
 const MAX_CONTEXT_COUNT: i64 = 40;
 
 /// The tools a bot can tick (the composer's list, without interactive choices).
-pub(crate) const TICKABLE_TOOLS: &[&str] =
-    &["web_search", "read_page", "current_date", "reasoning"];
+pub(crate) const TICKABLE_TOOLS: [&str; 4] = llooma_types::BOT_TICKABLE_TOOLS;
 
 /// Said where the MCP box is ticked.
-pub const MCP_WARNING: &str = "With MCP tools ticked, this bot's calls to your MCP servers run \
-    without asking you, on your servers, prompted by whoever is in the room.";
+pub const MCP_WARNING: &str = llooma_types::BOT_MCP_WARNING;
 
 pub(crate) fn key_context(id: &str) -> SecretContext<'_> {
     SecretContext::new(TABLE, KEY_COLUMN, id)
@@ -51,27 +53,6 @@ async fn provided_tools(state: &AppState) -> Result<Vec<&'static str>, ApiError>
 /// Which of the ticked tools this instance provides (the others stay off).
 pub(crate) fn effective_tools(ticked: &[String], provided: &[&str]) -> Vec<String> {
     ticked.iter().filter(|t| provided.contains(&t.as_str())).cloned().collect()
-}
-
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ContextSetting {
-    /// `calling_message`, `messages_before` or `whole_thread`.
-    mode: String,
-    /// For `messages_before`: 1 to 40 (6 when absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    count: Option<i64>,
-}
-
-#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct IdentitySetting {
-    /// `system_prompt`, `persona` or `instructions`.
-    source: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    persona_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    instructions: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -122,56 +103,6 @@ where
 pub struct TestBot {
     address: String,
     api_key: Secret,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BotAccount {
-    id: String,
-    login: String,
-    display_name: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolsView {
-    /// What the owner ticked.
-    ticked: Vec<String>,
-    /// What the model is offered: ticked and provided by this instance.
-    effective: Vec<String>,
-    /// Ticked but not provided here: they stay off.
-    unavailable: Vec<String>,
-}
-
-/// A bot's card.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BotCard {
-    id: String,
-    label: String,
-    address: String,
-    bot: BotAccount,
-    /// Always true: a key is required, and it is never sent back.
-    has_key: bool,
-    provider_id: Option<String>,
-    model: Option<String>,
-    context: ContextSetting,
-    placement: String,
-    identity: IdentitySetting,
-    tools: ToolsView,
-    mcp: bool,
-    /// Present when MCP is ticked: what that means, in plain words.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mcp_warning: Option<&'static str>,
-    enabled: bool,
-    /// `off`, `needs_model`, `starting`, `running`, `backing_off`, `slowed_down` or `paused`.
-    state: &'static str,
-    /// The state in words.
-    status: String,
-    last_error: Option<String>,
-    missing_permission: Option<String>,
-    state_changed_at: String,
-    created_at: String,
 }
 
 #[derive(Serialize)]
@@ -232,9 +163,9 @@ fn card(b: &BotIntegration, provided: &[&str]) -> BotCard {
         },
         tools: ToolsView { ticked: b.tools.clone(), effective, unavailable },
         mcp: b.mcp_ticked,
-        mcp_warning: b.mcp_ticked.then_some(MCP_WARNING),
+        mcp_warning: b.mcp_ticked.then(|| MCP_WARNING.to_owned()),
         enabled: b.enabled,
-        state,
+        state: state.to_owned(),
         status,
         last_error: b.last_error.clone(),
         missing_permission: b.missing_permission.clone(),

@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use llooma_store::{Persona, PersonaPatch};
+use llooma_types::PersonaView;
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
@@ -17,17 +18,6 @@ use crate::session::{Admin, SignedIn};
 const MAX_NAME_CHARS: usize = 80;
 /// Longest wording of one app tool, in bytes.
 const MAX_DESCRIPTION_BYTES: usize = 2 * 1024;
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PersonaView {
-    id: String,
-    name: String,
-    prompt: String,
-    memory_enabled: bool,
-    created_at: String,
-    updated_at: String,
-}
 
 fn view(p: Persona) -> PersonaView {
     PersonaView {

@@ -380,3 +380,99 @@ pub struct ApprovalCardView {
     /// After this the call expires unanswered.
     pub deadline_ms: i64,
 }
+
+/// What a bot is shown of the room (a setting; also part of its card).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BotContextSetting {
+    /// `calling_message`, `messages_before` or `whole_thread`.
+    pub mode: String,
+    /// For `messages_before`: 1 to 40 (6 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+}
+
+/// Who a bot is: the usual system prompt, a persona's prompt, or its own instructions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BotIdentitySetting {
+    /// `system_prompt`, `persona` or `instructions`.
+    pub source: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persona_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+}
+
+/// The chat server's account a bot integration speaks as.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BotAccountView {
+    pub id: String,
+    pub login: String,
+    pub display_name: String,
+}
+
+/// A bot's tools: what the owner ticked and what this instance lets through.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BotToolsView {
+    /// What the owner ticked.
+    pub ticked: Vec<String>,
+    /// What the model is offered: ticked and provided by this instance.
+    pub effective: Vec<String>,
+    /// Ticked but not provided here: they stay off.
+    pub unavailable: Vec<String>,
+}
+
+/// A bot integration's card. The API key is never part of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BotCardView {
+    pub id: String,
+    pub label: String,
+    pub address: String,
+    pub bot: BotAccountView,
+    /// Always true: a key is required, and it is never sent back.
+    pub has_key: bool,
+    pub provider_id: Option<String>,
+    pub model: Option<String>,
+    pub context: BotContextSetting,
+    pub placement: String,
+    pub identity: BotIdentitySetting,
+    pub tools: BotToolsView,
+    pub mcp: bool,
+    /// Present when MCP is ticked: what that means, in plain words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_warning: Option<String>,
+    pub enabled: bool,
+    /// `off`, `needs_model`, `starting`, `running`, `backing_off`, `slowed_down` or `paused`.
+    pub state: String,
+    /// The state in words.
+    pub status: String,
+    pub last_error: Option<String>,
+    pub missing_permission: Option<String>,
+    pub state_changed_at: String,
+    pub created_at: String,
+}
+
+/// A persona of the signed-in account.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PersonaView {
+    pub id: String,
+    pub name: String,
+    pub prompt: String,
+    pub memory_enabled: bool,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub updated_at: String,
+}
+
+/// Said wherever a bot's MCP box is ticked.
+pub const BOT_MCP_WARNING: &str = "With MCP tools ticked, this bot's calls to your MCP servers \
+    run without asking you, on your servers, prompted by whoever is in the room.";
+
+/// The tools a bot integration can tick (the composer's, without interactive choices).
+pub const BOT_TICKABLE_TOOLS: [&str; 4] = ["web_search", "read_page", "current_date", "reasoning"];

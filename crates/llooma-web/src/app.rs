@@ -28,6 +28,10 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::settings::SettingsTools me servers settings mode />
         }
         .into_any(),
+        Page::SettingsBots { me, bots, providers, personas } => view! {
+            <crate::bots::SettingsBots me bots providers personas />
+        }
+        .into_any(),
         Page::AdminMcp { me, users_can_add, servers } => view! {
             <crate::settings::AdminMcp me users_can_add servers />
         }
@@ -62,6 +66,7 @@ pub(crate) fn TopBar(me: Me) -> impl IntoView {
             <a class="brand" href="/">"Llooma"</a>
             <nav class="links">
                 <a href="/settings/tools">"Settings"</a>
+                <a href="/settings/bots">"Bots"</a>
                 {me.admin.then(|| view! { <a href="/admin/mcp">"Admin"</a> })}
             </nav>
             <span class="who">

@@ -14,6 +14,7 @@
 
 mod api;
 mod app;
+mod bots;
 pub mod model;
 mod settings;
 

@@ -3,8 +3,8 @@
 //! sides build the same tree.
 
 use llooma_types::{
-    AdminMcpServerView, ApprovalCardView, ConversationDetail, ConversationView, McpServerView,
-    McpToolSettingsView, ProviderChoice,
+    AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
+    McpServerView, McpToolSettingsView, PersonaView, ProviderChoice,
 };
 use serde::{Deserialize, Serialize};
 
@@ -55,6 +55,13 @@ pub enum Page {
         /// `ask`, `rules` or `allow_all`.
         mode: String,
     },
+    /// Settings → Bot integrations: the account's bots, and what their settings choose from.
+    SettingsBots {
+        me: Me,
+        bots: Vec<BotCardView>,
+        providers: Vec<ProviderChoice>,
+        personas: Vec<PersonaView>,
+    },
     /// Admin → MCP servers: every server of the instance.
     AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
     /// Nothing here (or not this account's).
@@ -70,6 +77,7 @@ impl Page {
             Page::Home { .. } => "Conversations · Llooma".to_owned(),
             Page::Conversation { detail, .. } => format!("{} · Llooma", detail.conversation.title),
             Page::SettingsTools { .. } => "Settings → Tools · Llooma".to_owned(),
+            Page::SettingsBots { .. } => "Settings → Bot integrations · Llooma".to_owned(),
             Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }

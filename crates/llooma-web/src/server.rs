@@ -16,8 +16,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
-    AdminMcpServerView, ApprovalCardView, ConversationDetail, ConversationView, InstanceInfo,
-    InstanceSettingsView, McpServerView, McpToolSettingsView, ProviderChoice, Role, SessionView,
+    AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
+    InstanceInfo, InstanceSettingsView, McpServerView, McpToolSettingsView, PersonaView,
+    ProviderChoice, Role, SessionView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -89,6 +90,7 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/", get(home))
         .route("/c/{id}", get(conversation))
         .route("/settings/tools", get(settings_tools))
+        .route("/settings/bots", get(settings_bots))
         .route("/admin/mcp", get(admin_mcp))
         .route("/pkg/{file}", get(client_file))
         .route("/assets/style.css", get(style))
@@ -324,6 +326,26 @@ async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
     match loaded.await {
         Ok((servers, settings, mode)) => {
             web.page(StatusCode::OK, &Page::SettingsTools { me, servers, settings, mode })
+        }
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn settings_bots(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    let loaded = async {
+        let bots: Vec<BotCardView> = web.get(&caller, "/api/v1/bots").await?;
+        let providers: Vec<ProviderChoice> = web.get(&caller, "/api/v1/providers").await?;
+        let personas: Vec<PersonaView> = web.get(&caller, "/api/v1/personas").await?;
+        Ok::<_, Fail>((bots, providers, personas))
+    };
+    match loaded.await {
+        Ok((bots, providers, personas)) => {
+            web.page(StatusCode::OK, &Page::SettingsBots { me, bots, providers, personas })
         }
         Err(fail) => web.failed(fail, Some(me)),
     }
