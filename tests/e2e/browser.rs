@@ -373,3 +373,108 @@ async fn browser_a_bot_is_tested_added_given_a_model_and_answers_in_its_room() {
     browser.click(".card.bot input[name=enabled]").await;
     until_api(&mut api, "/api/v1/bots", "the switch", |bots| bots[0]["enabled"] == false).await;
 }
+
+#[tokio::test]
+async fn browser_personas_are_created_edited_and_made_to_forget_and_app_tools_reworded() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+
+    // Created on the page, with memory on.
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/settings/personas")).await;
+    browser.wait_live().await;
+    browser.type_into(".add-persona input[name=name]", "Tutor").await;
+    browser.type_into(".add-persona textarea[name=prompt]", "You teach patiently.").await;
+    browser.click(".add-persona input[name=memory]").await;
+    browser.click("button.create").await;
+    browser.wait_text(".card.persona .hint", "Nothing yet").await;
+    let personas = api.get("/api/v1/personas").await.json;
+    assert_eq!(personas[0]["name"], "Tutor");
+    assert_eq!(personas[0]["prompt"], "You teach patiently.");
+    assert_eq!(personas[0]["memoryEnabled"], true);
+    let persona_id = personas[0]["id"].as_str().unwrap().to_owned();
+
+    // A conversation with it: the model keeps a note, which the page then shows.
+    let created = api
+        .post(
+            "/api/v1/conversations",
+            json!({"providerId": provider_id, "model": "fake-model", "personaId": persona_id}),
+        )
+        .await;
+    let conversation = created.json["id"].as_str().unwrap().to_owned();
+    model.push(Reply::tool_call("memory_write", json!({"content": "prefers tea to coffee"})));
+    model.push(Reply::text("Noted."));
+    let sent = api
+        .post(
+            &format!("/api/v1/conversations/{conversation}/messages"),
+            json!({"content": "remember that I prefer tea"}),
+        )
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let memory = format!("/api/v1/personas/{persona_id}/memory");
+    until_api(&mut api, &memory, "the persona's memory", |notes| notes[0].is_object()).await;
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.wait_text(".card.persona .note .content", "prefers tea to coffee").await;
+    browser.screenshot("settings-personas").await;
+
+    // Forget from the page; then the prompt is changed and saved.
+    browser.click(".card.persona .note button.forget").await;
+    browser.wait_text(".card.persona .hint", "Nothing yet").await;
+    assert_eq!(api.get(&memory).await.json, json!([]));
+    browser.wait_live().await;
+    browser.type_into(".card.persona textarea[name=prompt]", " Use short sentences.").await;
+    browser.click(".card.persona button.save").await;
+    until_api(&mut api, &format!("/api/v1/personas/{persona_id}"), "the prompt", |p| {
+        p["prompt"] == "You teach patiently. Use short sentences."
+    })
+    .await;
+
+    // An app tool reworded; the next request to the model carries the new words.
+    browser.wait_live().await;
+    browser
+        .type_into(".card.wording[data-tool=current_date] textarea", "Tells the date in Bern.")
+        .await;
+    browser.click(".card.wording[data-tool=current_date] button.save").await;
+    let wordings = until_api(&mut api, "/api/v1/prompts/tools", "the wording", |w| {
+        w.as_array().unwrap().iter().any(|t| t["description"] == "Tells the date in Bern.")
+    })
+    .await;
+    assert!(
+        wordings
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["tool"] == "current_date" && t["description"] == "Tells the date in Bern.")
+    );
+    browser.wait_text(".card.wording[data-tool=current_date] .status", "yours").await;
+    model.push(Reply::text("Fine."));
+    api.post(
+        &format!("/api/v1/conversations/{conversation}/messages"),
+        json!({"content": "what day is it?"}),
+    )
+    .await;
+    for _ in 0..100 {
+        if model.chat_bodies().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let tools = model.chat_bodies()[2]["tools"].clone();
+    let date = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "current_date")
+        .unwrap_or_else(|| panic!("no current_date offered: {tools}"));
+    assert_eq!(date["function"]["description"], "Tells the date in Bern.");
+}

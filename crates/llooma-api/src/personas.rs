@@ -6,7 +6,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use llooma_store::{Persona, PersonaPatch};
-use llooma_types::PersonaView;
+use llooma_types::{MemoryNoteView as NoteView, PersonaView, ToolWordingView};
 use serde::{Deserialize, Serialize};
 
 use crate::AppState;
@@ -145,14 +145,6 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NoteView {
-    id: String,
-    content: String,
-    created_at: String,
-}
-
 /// `GET /api/v1/personas/{id}/memory`: what the persona remembers.
 pub async fn memory(
     State(state): State<AppState>,
@@ -187,16 +179,6 @@ pub async fn forget(
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolWordingView {
-    tool: &'static str,
-    /// What the app says unless rewritten.
-    default_description: &'static str,
-    /// The person's own wording, if any.
-    description: Option<String>,
-}
-
 /// `GET /api/v1/prompts/tools`: every app tool's wording, the app's and the person's.
 pub async fn tool_wordings(
     State(state): State<AppState>,
@@ -208,8 +190,10 @@ pub async fn tool_wordings(
         llooma_core::APP_TOOLS
             .iter()
             .map(|tool| ToolWordingView {
-                tool,
-                default_description: llooma_core::default_description(tool).unwrap_or_default(),
+                tool: (*tool).to_owned(),
+                default_description: llooma_core::default_description(tool)
+                    .unwrap_or_default()
+                    .to_owned(),
                 description: own.get(*tool).cloned(),
             })
             .collect(),

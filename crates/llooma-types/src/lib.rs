@@ -476,3 +476,24 @@ pub const BOT_MCP_WARNING: &str = "With MCP tools ticked, this bot's calls to yo
 
 /// The tools a bot integration can tick (the composer's, without interactive choices).
 pub const BOT_TICKABLE_TOOLS: [&str; 4] = ["web_search", "read_page", "current_date", "reasoning"];
+
+/// One note a persona remembers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryNoteView {
+    pub id: String,
+    pub content: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// How one of the app's own tools is described to the model: the app's words and the person's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolWordingView {
+    pub tool: String,
+    /// What the app says unless rewritten.
+    pub default_description: String,
+    /// The person's own wording, if any.
+    pub description: Option<String>,
+}

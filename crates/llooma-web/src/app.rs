@@ -32,6 +32,10 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::bots::SettingsBots me bots providers personas />
         }
         .into_any(),
+        Page::SettingsPersonas { me, personas, wordings } => view! {
+            <crate::personas::SettingsPersonas me personas wordings />
+        }
+        .into_any(),
         Page::AdminMcp { me, users_can_add, servers } => view! {
             <crate::settings::AdminMcp me users_can_add servers />
         }
@@ -66,6 +70,7 @@ pub(crate) fn TopBar(me: Me) -> impl IntoView {
             <a class="brand" href="/">"Llooma"</a>
             <nav class="links">
                 <a href="/settings/tools">"Settings"</a>
+                <a href="/settings/personas">"Personas"</a>
                 <a href="/settings/bots">"Bots"</a>
                 {me.admin.then(|| view! { <a href="/admin/mcp">"Admin"</a> })}
             </nav>

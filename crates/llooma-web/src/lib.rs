@@ -16,6 +16,7 @@ mod api;
 mod app;
 mod bots;
 pub mod model;
+mod personas;
 mod settings;
 
 #[cfg(feature = "ssr")]

@@ -4,7 +4,8 @@
 
 use llooma_types::{
     AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
-    McpServerView, McpToolSettingsView, PersonaView, ProviderChoice,
+    McpServerView, McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice,
+    ToolWordingView,
 };
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +63,12 @@ pub enum Page {
         providers: Vec<ProviderChoice>,
         personas: Vec<PersonaView>,
     },
+    /// Settings → Personas (each with what it remembers) and Settings → Prompts.
+    SettingsPersonas {
+        me: Me,
+        personas: Vec<(PersonaView, Vec<MemoryNoteView>)>,
+        wordings: Vec<ToolWordingView>,
+    },
     /// Admin → MCP servers: every server of the instance.
     AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
     /// Nothing here (or not this account's).
@@ -78,6 +85,7 @@ impl Page {
             Page::Conversation { detail, .. } => format!("{} · Llooma", detail.conversation.title),
             Page::SettingsTools { .. } => "Settings → Tools · Llooma".to_owned(),
             Page::SettingsBots { .. } => "Settings → Bot integrations · Llooma".to_owned(),
+            Page::SettingsPersonas { .. } => "Settings → Personas · Llooma".to_owned(),
             Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }

@@ -17,8 +17,8 @@ use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
     AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
-    InstanceInfo, InstanceSettingsView, McpServerView, McpToolSettingsView, PersonaView,
-    ProviderChoice, Role, SessionView,
+    InstanceInfo, InstanceSettingsView, McpServerView, McpToolSettingsView, MemoryNoteView,
+    PersonaView, ProviderChoice, Role, SessionView, ToolWordingView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -91,6 +91,7 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/c/{id}", get(conversation))
         .route("/settings/tools", get(settings_tools))
         .route("/settings/bots", get(settings_bots))
+        .route("/settings/personas", get(settings_personas))
         .route("/admin/mcp", get(admin_mcp))
         .route("/pkg/{file}", get(client_file))
         .route("/assets/style.css", get(style))
@@ -346,6 +347,31 @@ async fn settings_bots(State(web): State<Web>, request: Request) -> Response {
     match loaded.await {
         Ok((bots, providers, personas)) => {
             web.page(StatusCode::OK, &Page::SettingsBots { me, bots, providers, personas })
+        }
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn settings_personas(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    let loaded = async {
+        let listed: Vec<PersonaView> = web.get(&caller, "/api/v1/personas").await?;
+        let mut personas = Vec::with_capacity(listed.len());
+        for persona in listed {
+            let path = format!("/api/v1/personas/{}/memory", persona.id);
+            let notes: Vec<MemoryNoteView> = web.get(&caller, &path).await?;
+            personas.push((persona, notes));
+        }
+        let wordings: Vec<ToolWordingView> = web.get(&caller, "/api/v1/prompts/tools").await?;
+        Ok::<_, Fail>((personas, wordings))
+    };
+    match loaded.await {
+        Ok((personas, wordings)) => {
+            web.page(StatusCode::OK, &Page::SettingsPersonas { me, personas, wordings })
         }
         Err(fail) => web.failed(fail, Some(me)),
     }
