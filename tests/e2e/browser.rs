@@ -478,3 +478,76 @@ async fn browser_personas_are_created_edited_and_made_to_forget_and_app_tools_re
         .unwrap_or_else(|| panic!("no current_date offered: {tools}"));
     assert_eq!(date["function"]["description"], "Tells the date in Bern.");
 }
+
+#[tokio::test]
+async fn browser_admin_adds_a_provider_and_sets_the_instance_and_a_user_cannot() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+    let key = "sk-provider-never-shown-77aa";
+
+    // A provider with a key and a declared model: the key is in no page and no answer.
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/admin/instance")).await;
+    browser.wait_live().await;
+    browser.wait_text(".no-providers", "nobody can chat until you add one").await;
+    browser.type_into(".add-provider input[name=name]", "Local").await;
+    browser.type_into(".add-provider input[name=base-url]", &model.base_url()).await;
+    browser.type_into(".add-provider input[name=key]", key).await;
+    browser.type_into(".add-provider input[name=models]", "small-model, big-model").await;
+    browser.click(".add-provider button.add").await;
+    browser.wait_text(".card.provider .meta", "key set").await;
+    let providers = root.get("/api/v1/admin/providers").await;
+    assert_eq!(providers.json[0]["declaredModels"], json!(["small-model", "big-model"]));
+    assert!(!providers.text.contains(key));
+    assert!(!browser.source().await.contains(key), "the provider key is on the page");
+
+    // The instance: registration, web search and the default prompt.
+    browser.wait_live().await;
+    browser.click("input[name=registration]").await;
+    until_api(&mut root, "/api/v1/admin/settings", "registration", |s| {
+        s["registrationOpen"] == true
+    })
+    .await;
+    browser.wait_live().await;
+    browser.type_into("input[name=web-search]", "http://127.0.0.1:8888").await;
+    browser.click("button.save-search").await;
+    until_api(&mut root, "/api/v1/admin/settings", "the search service", |s| {
+        s["webSearchUrl"] == "http://127.0.0.1:8888/search"
+    })
+    .await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=system-prompt]", "Answer in French.").await;
+    browser.click("button.save-prompt").await;
+    until_api(&mut root, "/api/v1/admin/settings", "the prompt", |s| {
+        s["systemPrompt"] == "Answer in French."
+    })
+    .await;
+    browser.wait_live().await;
+    browser.screenshot("admin-instance").await;
+
+    // A person who is not an administrator finds nothing there.
+    let mut bob = server.tab();
+    bob.register("bob", PASSWORD).await;
+    browser.click("button.signout").await;
+    browser.wait_text("h2", "Sign in").await;
+    sign_in(&browser, &base, "bob").await;
+    browser.goto(&format!("{base}/admin/instance")).await;
+    browser.wait_text("h1", "Not found").await;
+    assert!(!browser.source().await.contains("Answer in French."));
+
+    // Removed by the administrator.
+    browser.wait_live().await;
+    browser.click("button.signout").await;
+    browser.wait_text("h2", "Sign in").await;
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/admin/instance")).await;
+    browser.wait_live().await;
+    browser.click(".card.provider button.remove").await;
+    browser.wait_text(".no-providers", "nobody can chat until you add one").await;
+    assert_eq!(root.get("/api/v1/admin/providers").await.json, json!([]));
+}

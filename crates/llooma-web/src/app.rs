@@ -36,6 +36,10 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::personas::SettingsPersonas me personas wordings />
         }
         .into_any(),
+        Page::AdminInstance { me, providers, settings } => view! {
+            <crate::admin::AdminInstance me providers settings />
+        }
+        .into_any(),
         Page::AdminMcp { me, users_can_add, servers } => view! {
             <crate::settings::AdminMcp me users_can_add servers />
         }

@@ -4,8 +4,8 @@
 
 use llooma_types::{
     AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
-    McpServerView, McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice,
-    ToolWordingView,
+    InstanceSettingsView, McpServerView, McpToolSettingsView, MemoryNoteView, PersonaView,
+    ProviderChoice, ProviderView, ToolWordingView,
 };
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +69,8 @@ pub enum Page {
         personas: Vec<(PersonaView, Vec<MemoryNoteView>)>,
         wordings: Vec<ToolWordingView>,
     },
+    /// Admin → Providers and instance.
+    AdminInstance { me: Me, providers: Vec<ProviderView>, settings: InstanceSettingsView },
     /// Admin → MCP servers: every server of the instance.
     AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
     /// Nothing here (or not this account's).
@@ -86,6 +88,7 @@ impl Page {
             Page::SettingsTools { .. } => "Settings → Tools · Llooma".to_owned(),
             Page::SettingsBots { .. } => "Settings → Bot integrations · Llooma".to_owned(),
             Page::SettingsPersonas { .. } => "Settings → Personas · Llooma".to_owned(),
+            Page::AdminInstance { .. } => "Admin → Providers and instance · Llooma".to_owned(),
             Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }

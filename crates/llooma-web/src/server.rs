@@ -18,7 +18,7 @@ use leptos::prelude::*;
 use llooma_types::{
     AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
     InstanceInfo, InstanceSettingsView, McpServerView, McpToolSettingsView, MemoryNoteView,
-    PersonaView, ProviderChoice, Role, SessionView, ToolWordingView,
+    PersonaView, ProviderChoice, ProviderView, Role, SessionView, ToolWordingView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -93,6 +93,7 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/settings/bots", get(settings_bots))
         .route("/settings/personas", get(settings_personas))
         .route("/admin/mcp", get(admin_mcp))
+        .route("/admin/instance", get(admin_instance))
         .route("/pkg/{file}", get(client_file))
         .route("/assets/style.css", get(style))
         .fallback(not_found)
@@ -397,6 +398,28 @@ async fn admin_mcp(State(web): State<Web>, request: Request) -> Response {
             StatusCode::OK,
             &Page::AdminMcp { me, users_can_add: settings.users_can_add_mcp_servers, servers },
         ),
+        Err(fail) => web.failed(fail, Some(me)),
+    }
+}
+
+async fn admin_instance(State(web): State<Web>, request: Request) -> Response {
+    let caller = Caller::of(&request);
+    let me = match web.me(&caller).await {
+        Ok(me) => me,
+        Err(fail) => return web.failed(fail, None),
+    };
+    if !me.admin {
+        return web.failed(Fail::NotFound, Some(me));
+    }
+    let loaded = async {
+        let providers: Vec<ProviderView> = web.get(&caller, "/api/v1/admin/providers").await?;
+        let settings: InstanceSettingsView = web.get(&caller, "/api/v1/admin/settings").await?;
+        Ok::<_, Fail>((providers, settings))
+    };
+    match loaded.await {
+        Ok((providers, settings)) => {
+            web.page(StatusCode::OK, &Page::AdminInstance { me, providers, settings })
+        }
         Err(fail) => web.failed(fail, Some(me)),
     }
 }

@@ -340,6 +340,7 @@ pub fn AdminMcp(me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView>) -
             <TopBar me=me.clone() />
             <main class="narrow settings">
                 <h1>"Admin → MCP servers"</h1>
+                <crate::admin::AdminNav />
                 <p class="error" role="alert">{move || error.get()}</p>
                 <label class="switch">
                     <input
