@@ -242,6 +242,38 @@ async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users
     assert!(!admin.source().await.contains(token), "the token is on the settings page");
     let listed = root.get("/api/v1/mcp/servers").await;
     assert!(!listed.text.contains(token), "{}", listed.text);
+    let server_id = listed.json[0]["id"].as_str().unwrap().to_owned();
+
+    // The full list is one click away; a group switched off in the advanced settings.
+    admin.click(".card.server details.tool-list summary").await;
+    let tools = admin.wait_text(".card.server details.tool-list ul", "echo").await;
+    assert!(tools.contains("get-sum") || tools.contains("get_sum"), "{tools}");
+    let detail = root.get(&format!("/api/v1/mcp/servers/{server_id}")).await.json;
+    let group = detail["groups"][0]["key"].as_str().unwrap().to_owned();
+    admin.click(".card.server details.advanced summary").await;
+    admin.click(&format!(".card.server input[name=\"group-{group}\"]")).await;
+    until_api(&mut root, &format!("/api/v1/mcp/servers/{server_id}"), "the group", |d| {
+        d["groups"][0]["enabled"] == false
+    })
+    .await;
+
+    // Announce mode with its measured cost, then an allow rule added and removed.
+    admin.wait_live().await;
+    admin.wait_text(".announce-cost", "Without announcing, every request carries").await;
+    admin.click("input[name=announce]").await;
+    until_api(&mut root, "/api/v1/mcp/settings", "announce mode", |s| s["announceMode"] == true)
+        .await;
+    admin.wait_live().await;
+    admin.click("button.add-rule").await;
+    let consent = until_api(&mut root, "/api/v1/consent", "the rule", |c| {
+        c["rules"].as_array().is_some_and(|r| r.len() == 1)
+    })
+    .await;
+    let ruled = consent["rules"][0]["toolName"].as_str().unwrap().to_owned();
+    admin.wait_text(".rules .rule", &ruled).await;
+    admin.wait_live().await;
+    admin.click(".rules button.remove-rule").await;
+    until_api(&mut root, "/api/v1/consent", "the rule removed", |c| c["rules"] == json!([])).await;
 
     // A user may not add one while the instance does not allow it: the page says why.
     sign_in(&user, &base, "alice").await;

@@ -19,6 +19,7 @@ use futures::Stream;
 use llooma_approval_broker::{AnswerChoice, AnswerResult, ApprovalCard, BrokerEvent, CallState};
 use llooma_policy::consent::{ALLOW_ALL_WARNING, ArgConstraint, PermissionMode};
 use llooma_store::NewRule;
+use llooma_types::{ConsentGrantView as GrantView, ConsentRuleView as RuleView, ConsentView};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -179,37 +180,6 @@ pub async fn answer(
     }
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GrantView {
-    id: String,
-    server_address: String,
-    tool_name: String,
-    arguments: Value,
-    created_at: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RuleView {
-    id: String,
-    server_address: String,
-    tool_name: String,
-    /// `{"argument": "any" | {"exact": value}}`.
-    arguments: BTreeMap<String, Value>,
-    created_at: String,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConsentView {
-    mode: &'static str,
-    /// Shown beside the "allow all" choice, and whenever it is on.
-    allow_all_warning: &'static str,
-    grants: Vec<GrantView>,
-    rules: Vec<RuleView>,
-}
-
 fn constraint_json(constraint: &ArgConstraint) -> Value {
     match constraint {
         ArgConstraint::Any => json!("any"),
@@ -250,7 +220,12 @@ async fn consent_view(state: &AppState, account_id: &str) -> Result<ConsentView,
             created_at: llooma_store::ms_to_rfc3339(r.created_at_ms),
         })
         .collect();
-    Ok(ConsentView { mode: mode.as_str(), allow_all_warning: ALLOW_ALL_WARNING, grants, rules })
+    Ok(ConsentView {
+        mode: mode.as_str().to_owned(),
+        allow_all_warning: ALLOW_ALL_WARNING.to_owned(),
+        grants,
+        rules,
+    })
 }
 
 /// `GET /api/v1/consent`.

@@ -150,7 +150,7 @@ pub struct McpServerView {
 }
 
 /// One tool of a server, as the catalogue shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct McpToolView {
     /// The server's own name for it.
@@ -178,7 +178,7 @@ pub struct McpGroupView {
 }
 
 /// A server with its whole catalogue (the card's "full list" and advanced settings).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct McpServerDetail {
     pub server: McpServerView,
@@ -496,4 +496,40 @@ pub struct ToolWordingView {
     pub default_description: String,
     /// The person's own wording, if any.
     pub description: Option<String>,
+}
+
+/// "Always allow" pressed on a card: the same tool of the same server with the same arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentGrantView {
+    pub id: String,
+    pub server_address: String,
+    pub tool_name: String,
+    pub arguments: serde_json::Value,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// An allow rule the person added: a tool, and per argument `"any"` or `{"exact": value}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentRuleView {
+    pub id: String,
+    pub server_address: String,
+    pub tool_name: String,
+    pub arguments: std::collections::BTreeMap<String, serde_json::Value>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// The account's permission mode with what it remembers (`GET /api/v1/consent`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentView {
+    /// `ask`, `rules` or `allow_all`.
+    pub mode: String,
+    /// Shown beside the "allow all" choice, and whenever it is on.
+    pub allow_all_warning: String,
+    pub grants: Vec<ConsentGrantView>,
+    pub rules: Vec<ConsentRuleView>,
 }

@@ -24,8 +24,8 @@ pub fn App(page: Page) -> impl IntoView {
             <Conversation me detail cards providers always_allow now_ms />
         }
         .into_any(),
-        Page::SettingsTools { me, servers, settings, mode } => view! {
-            <crate::settings::SettingsTools me servers settings mode />
+        Page::SettingsTools { me, servers, settings, cost, consent } => view! {
+            <crate::settings::SettingsTools me servers settings cost consent />
         }
         .into_any(),
         Page::SettingsBots { me, bots, providers, personas } => view! {

@@ -3,9 +3,10 @@
 //! sides build the same tree.
 
 use llooma_types::{
-    AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
-    InstanceSettingsView, McpServerView, McpToolSettingsView, MemoryNoteView, PersonaView,
-    ProviderChoice, ProviderView, ToolWordingView,
+    AdminMcpServerView, AnnounceCostView, ApprovalCardView, BotCardView, ConsentView,
+    ConversationDetail, ConversationView, InstanceSettingsView, McpServerDetail,
+    McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice, ProviderView,
+    ToolWordingView,
 };
 use serde::{Deserialize, Serialize};
 
@@ -51,10 +52,13 @@ pub enum Page {
     /// Settings → Tools: the account's MCP servers, tool budget and permission mode.
     SettingsTools {
         me: Me,
-        servers: Vec<McpServerView>,
+        /// Each server with its whole catalogue (the full list and the group switches).
+        servers: Vec<McpServerDetail>,
         settings: McpToolSettingsView,
-        /// `ask`, `rules` or `allow_all`.
-        mode: String,
+        /// What announce mode would cost and save, measured on this account's catalogue.
+        cost: AnnounceCostView,
+        /// The permission mode, the rules and the "always allow" grants.
+        consent: ConsentView,
     },
     /// Settings → Bot integrations: the account's bots, and what their settings choose from.
     SettingsBots {

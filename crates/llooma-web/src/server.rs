@@ -16,9 +16,10 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
-    AdminMcpServerView, ApprovalCardView, BotCardView, ConversationDetail, ConversationView,
-    InstanceInfo, InstanceSettingsView, McpServerView, McpToolSettingsView, MemoryNoteView,
-    PersonaView, ProviderChoice, ProviderView, Role, SessionView, ToolWordingView,
+    AdminMcpServerView, AnnounceCostView, ApprovalCardView, BotCardView, ConsentView,
+    ConversationDetail, ConversationView, InstanceInfo, InstanceSettingsView, McpServerDetail,
+    McpServerView, McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice, ProviderView,
+    Role, SessionView, ToolWordingView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -319,15 +320,20 @@ async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
         Err(fail) => return web.failed(fail, None),
     };
     let loaded = async {
-        let servers: Vec<McpServerView> = web.get(&caller, "/api/v1/mcp/servers").await?;
+        let listed: Vec<McpServerView> = web.get(&caller, "/api/v1/mcp/servers").await?;
+        let mut servers = Vec::with_capacity(listed.len());
+        for server in listed {
+            let path = format!("/api/v1/mcp/servers/{}", server.id);
+            servers.push(web.get::<McpServerDetail>(&caller, &path).await?);
+        }
         let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
-        let consent: Value = web.get(&caller, "/api/v1/consent").await?;
-        let mode = consent["mode"].as_str().unwrap_or("ask").to_owned();
-        Ok::<_, Fail>((servers, settings, mode))
+        let cost: AnnounceCostView = web.get(&caller, "/api/v1/mcp/announce-cost").await?;
+        let consent: ConsentView = web.get(&caller, "/api/v1/consent").await?;
+        Ok::<_, Fail>((servers, settings, cost, consent))
     };
     match loaded.await {
-        Ok((servers, settings, mode)) => {
-            web.page(StatusCode::OK, &Page::SettingsTools { me, servers, settings, mode })
+        Ok((servers, settings, cost, consent)) => {
+            web.page(StatusCode::OK, &Page::SettingsTools { me, servers, settings, cost, consent })
         }
         Err(fail) => web.failed(fail, Some(me)),
     }

@@ -3,7 +3,10 @@
 //! always what is stored.
 
 use leptos::prelude::*;
-use llooma_types::{AdminMcpServerView, McpServerView, McpTestReport, McpToolSettingsView};
+use llooma_types::{
+    AdminMcpServerView, AnnounceCostView, ConsentView, McpServerDetail, McpServerView,
+    McpTestReport, McpToolSettingsView, ToolCostView,
+};
 use serde_json::{Value, json};
 
 use crate::api;
@@ -44,10 +47,12 @@ fn status(server: &McpServerView) -> &'static str {
 #[component]
 pub fn SettingsTools(
     me: Me,
-    servers: Vec<McpServerView>,
+    servers: Vec<McpServerDetail>,
     settings: McpToolSettingsView,
-    mode: String,
+    cost: AnnounceCostView,
+    consent: ConsentView,
 ) -> impl IntoView {
+    let mode = consent.mode.clone();
     const HERE: &str = "/settings/tools";
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
@@ -103,6 +108,46 @@ pub fn SettingsTools(
         move |ev| {
             let body = json!({"mcpEverywhere": event_target_checked(&ev)});
             change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, HERE);
+        }
+    };
+    let announce = {
+        let csrf = csrf.clone();
+        move |ev| {
+            let body = json!({"announceMode": event_target_checked(&ev)});
+            change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, HERE);
+        }
+    };
+    // Every tool of every server, to add an allow rule for (any value of each argument).
+    let rule_choices: Vec<(String, String, String, Vec<String>)> = servers
+        .iter()
+        .flat_map(|detail| {
+            detail.tools.iter().map(|tool| {
+                let arguments = tool.input_schema["properties"]
+                    .as_object()
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                (
+                    detail.server.id.clone(),
+                    detail.server.label.clone(),
+                    tool.name.clone(),
+                    arguments,
+                )
+            })
+        })
+        .collect();
+    let rule_pick = RwSignal::new(0usize);
+    let add_rule = {
+        let csrf = csrf.clone();
+        let choices = rule_choices.clone();
+        move |_| {
+            let Some((server_id, _, tool, arguments)) = choices.get(rule_pick.get_untracked())
+            else {
+                return;
+            };
+            let arguments: serde_json::Map<String, Value> =
+                arguments.iter().map(|a| (a.clone(), json!("any"))).collect();
+            let body = json!({"serverId": server_id, "tool": tool, "arguments": arguments});
+            change("POST", "/api/v1/consent/rules".into(), body, csrf.clone(), error, HERE);
         }
     };
     let set_mode = {
@@ -175,7 +220,7 @@ pub fn SettingsTools(
                 {empty.then(|| view! { <p class="hint">"None yet."</p> })}
                 {servers
                     .into_iter()
-                    .map(|server| view! { <ServerCard server csrf=csrf.clone() error /> })
+                    .map(|detail| view! { <ServerCard detail csrf=csrf.clone() error /> })
                     .collect_view()}
                 <section class="card">
                     <h2>"Tool budget"</h2>
@@ -212,6 +257,34 @@ pub fn SettingsTools(
                         />
                         "MCP tools on everywhere"
                     </label>
+                    <label class="switch">
+                        <input
+                            type="checkbox"
+                            name="announce"
+                            checked=settings.announce_mode
+                            on:change=announce
+                        />
+                        "Announce servers instead of their tools (experimental)"
+                    </label>
+                    <div class="announce-cost">
+                        <p>{cost_line("Without announcing, every request carries", &cost.every_request_without)}</p>
+                        <p>{cost_line("Announcing, every request carries", &cost.every_request_with)}</p>
+                        <p class="hint">
+                            "…plus, once the model asks for one, each group's definitions on the following requests:"
+                        </p>
+                        <ul class="group-costs">
+                            {cost
+                                .per_group
+                                .into_iter()
+                                .map(|g| {
+                                    let group = if g.group.is_empty() { "(other tools)".to_owned() } else { g.group };
+                                    view! {
+                                        <li>{format!("{} · {}: {}", g.server_label, group, cost_words(&g.cost))}</li>
+                                    }
+                                })
+                                .collect_view()}
+                        </ul>
+                    </div>
                 </section>
                 <section class="card">
                     <h2>"Permissions"</h2>
@@ -227,19 +300,125 @@ pub fn SettingsTools(
                             })
                             .collect_view()}
                     </select>
+                    {(mode == "allow_all")
+                        .then(|| view! { <p class="warning">{consent.allow_all_warning.clone()}</p> })}
+                    <h3>"Allow rules"</h3>
+                    {consent
+                        .rules
+                        .is_empty()
+                        .then(|| view! { <p class="hint">"No rule: every call is put to you."</p> })}
+                    <ul class="rules">
+                        {consent
+                            .rules
+                            .into_iter()
+                            .map(|rule| {
+                                let path = format!("/api/v1/consent/rules/{}", rule.id);
+                                let csrf = csrf.clone();
+                                let arguments = serde_json::to_string(&rule.arguments).unwrap_or_default();
+                                view! {
+                                    <li class="rule">
+                                        <span>
+                                            <b>{rule.tool_name}</b>
+                                            {format!(" on {} with {arguments}", rule.server_address)}
+                                        </span>
+                                        <button
+                                            class="remove-rule"
+                                            type="button"
+                                            on:click=move |_| {
+                                                change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+                                            }
+                                        >
+                                            "Remove"
+                                        </button>
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
+                    {(!rule_choices.is_empty())
+                        .then(|| {
+                            view! {
+                                <div class="row add-rule">
+                                    <select
+                                        name="rule-tool"
+                                        on:change=move |ev| {
+                                            rule_pick.set(event_target_value(&ev).parse().unwrap_or(0))
+                                        }
+                                    >
+                                        {rule_choices
+                                            .iter()
+                                            .enumerate()
+                                            .map(|(i, (_, label, tool, _))| {
+                                                view! { <option value=i.to_string()>{format!("{label} · {tool}")}</option> }
+                                            })
+                                            .collect_view()}
+                                    </select>
+                                    <button class="add-rule" type="button" on:click=add_rule>
+                                        "Always allow this tool"
+                                    </button>
+                                </div>
+                                <p class="hint">
+                                    "A rule applies in the \"Ask, except what I always allow\" mode, whatever the arguments."
+                                </p>
+                            }
+                        })}
+                    <h3>"Always allowed from a card"</h3>
+                    {consent
+                        .grants
+                        .is_empty()
+                        .then(|| view! { <p class="hint">"Nothing yet."</p> })}
+                    <ul class="grants">
+                        {consent
+                            .grants
+                            .into_iter()
+                            .map(|grant| {
+                                let path = format!("/api/v1/consent/grants/{}", grant.id);
+                                let csrf = csrf.clone();
+                                view! {
+                                    <li class="grant">
+                                        <span>
+                                            <b>{grant.tool_name}</b>
+                                            {format!(" on {} with {}", grant.server_address, grant.arguments)}
+                                        </span>
+                                        <button
+                                            class="revoke"
+                                            type="button"
+                                            on:click=move |_| {
+                                                change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+                                            }
+                                        >
+                                            "Revoke"
+                                        </button>
+                                    </li>
+                                }
+                            })
+                            .collect_view()}
+                    </ul>
                 </section>
             </main>
         </div>
     }
 }
 
+fn cost_words(cost: &ToolCostView) -> String {
+    format!(
+        "{} tool definitions, {} bytes (about {} tokens)",
+        cost.tools, cost.bytes, cost.estimated_tokens
+    )
+}
+
+fn cost_line(lead: &str, cost: &ToolCostView) -> String {
+    format!("{lead} {}.", cost_words(cost))
+}
+
 #[component]
 fn ServerCard(
-    server: McpServerView,
+    detail: McpServerDetail,
     csrf: String,
     error: RwSignal<Option<String>>,
 ) -> impl IntoView {
     const HERE: &str = "/settings/tools";
+    let server = detail.server.clone();
     let path = format!("/api/v1/mcp/servers/{}", server.id);
     let news = RwSignal::new(None::<String>);
     let toggle = {
@@ -280,6 +459,47 @@ fn ServerCard(
             });
         }
     };
+    let groups = detail
+        .groups
+        .iter()
+        .map(|group| {
+            let (csrf, path) = (csrf.clone(), format!("{path}/groups"));
+            let key = group.key.clone();
+            let on_change = move |ev| {
+                let body = json!({"group": key, "enabled": event_target_checked(&ev)});
+                change("PUT", path.clone(), body, csrf.clone(), error, HERE);
+            };
+            let title =
+                if group.key.is_empty() { "(other tools)".to_owned() } else { group.key.clone() };
+            view! {
+                <label class="switch group">
+                    <input
+                        type="checkbox"
+                        name=format!("group-{}", group.key)
+                        checked=group.enabled
+                        on:change=on_change
+                    />
+                    {format!("{title} ({} tools)", group.tool_count)}
+                </label>
+            }
+        })
+        .collect_view();
+    let tools = detail
+        .tools
+        .iter()
+        .map(|tool| {
+            view! {
+                <li class=if tool.enabled { "tool on" } else { "tool off" }>
+                    <code>{tool.model_name.clone()}</code>
+                    {(!tool.enabled).then(|| view! { <span class="hint">" (off)"</span> })}
+                    <span class="description">
+                        {tool.description.clone().map(|d| format!(" — {d}")).unwrap_or_default()}
+                    </span>
+                </li>
+            }
+        })
+        .collect_view();
+    let tool_total = detail.tools.len();
     let remove = move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE);
     let state = status(&server);
     view! {
@@ -318,6 +538,17 @@ fn ServerCard(
                 <button class="remove" type="button" on:click=remove>"Remove"</button>
             </div>
             <p class="news">{move || news.get()}</p>
+            <details class="tool-list">
+                <summary>{format!("All {tool_total} tools")}</summary>
+                <ul>{tools}</ul>
+            </details>
+            <details class="advanced">
+                <summary>"Advanced settings: groups"</summary>
+                <p class="hint">
+                    "Tools whose names share a prefix form a group; a group switched off is never offered."
+                </p>
+                <div class="stack groups">{groups}</div>
+            </details>
         </article>
     }
 }
