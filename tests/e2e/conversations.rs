@@ -143,6 +143,54 @@ async fn a_reload_mid_turn_replays_what_it_missed_and_continues() {
 }
 
 #[tokio::test]
+async fn a_page_opened_mid_conversation_reads_only_the_running_turns_events() {
+    let long = "alpha beta gamma delta epsilon zeta eta theta";
+    let model = FakeModel::start([
+        Reply::text("The first answer."),
+        Reply::text(long).chunks(8).chunk_delay_ms(200),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let path = format!("/api/v1/conversations/{id}/events");
+    let detail_path = format!("/api/v1/conversations/{id}");
+
+    // A finished turn: a page rendered now starts after all of its events.
+    let mut events = Events::open(&tab, &path, None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "first"})).await;
+    until_end(&mut events).await;
+    let last = events.last_id.clone().unwrap();
+    let detail = tab.get(&detail_path).await.json;
+    assert_eq!(detail["eventsAfter"].to_string(), last, "{detail}");
+
+    // A turn running when the page renders: its events come from its start, and only they.
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "second"})).await;
+    let detail = loop {
+        let detail = tab.get(&detail_path).await.json;
+        if detail["runningTurn"].is_string() {
+            break detail;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(detail["eventsAfter"].to_string(), last, "the running turn's events come after");
+    let after = detail["eventsAfter"].as_i64().unwrap();
+    let mut page = Events::open(&tab, &format!("{path}?after={after}"), None).await;
+    let (first_name, start) = page.next().await;
+    assert_eq!(first_name, "start");
+    assert_eq!(start["turnId"], detail["runningTurn"]);
+    let (text, _, end) = until_end(&mut page).await;
+    assert_eq!(text, long, "the running turn whole, nothing of the first");
+    assert_eq!(end["state"], "done");
+
+    // A bad value is said so in the API's shape.
+    let bad = tab.get(&format!("{path}?after=soon")).await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json["error"], "invalid_query", "{bad:?}");
+}
+
+#[tokio::test]
 async fn provider_failures_end_the_turn_with_a_clear_error() {
     let model =
         FakeModel::start([Reply::http_error(401, "{\"error\": \"bad key sk-fake-provider-key\"}")])

@@ -31,7 +31,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, ApiQuery};
 use crate::session::SignedIn;
 use crate::tools::{SearxSearch, StoreMemory};
 
@@ -322,7 +322,13 @@ pub async fn get(
         })
         .collect();
     let running_turn = state.store.running_turn(&id).await?;
-    Ok(Json(ConversationDetail { conversation: view(&conversation), messages, running_turn }))
+    let events_after = state.store.resume_point(&id, running_turn.as_deref()).await?;
+    Ok(Json(ConversationDetail {
+        conversation: view(&conversation),
+        messages,
+        running_turn,
+        events_after,
+    }))
 }
 
 /// `PATCH /api/v1/conversations/{id}`: title, model, and the MCP tools switch.
@@ -647,12 +653,14 @@ pub async fn stop(
     })
 }
 
-fn last_event_id(headers: &HeaderMap) -> i64 {
-    headers
-        .get("last-event-id")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+fn last_event_id(headers: &HeaderMap) -> Option<i64> {
+    headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    after: Option<i64>,
 }
 
 fn sse_event(seq: i64, kind: &str, data_json: &str) -> Event {
@@ -722,9 +730,13 @@ pub async fn events(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<EventsQuery>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     owned(&state, &signed_in, &id).await?;
+    // A reconnecting stream says where it was (`Last-Event-ID`); a page opening says where its
+    // stored messages end (`?after=`, from the conversation's `eventsAfter`).
+    let after = last_event_id(&headers).or(query.after).unwrap_or(0).max(0);
     let recheck = match state.store.engine() {
         llooma_store::Engine::Sqlite => RECHECK_SOLE,
         llooma_store::Engine::Postgres => RECHECK_SHARED,
@@ -732,7 +744,7 @@ pub async fn events(
     // Subscribed before the first read, so nothing written in between is missed.
     let watcher = Watcher {
         id,
-        after: last_event_id(&headers),
+        after,
         queue: std::collections::VecDeque::new(),
         read_log: true,
         news: state.turns.news.subscribe(),

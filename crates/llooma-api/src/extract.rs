@@ -46,3 +46,31 @@ fn json_rejection(rejection: JsonRejection) -> ApiError {
         other => ApiError::bad_request("invalid_body", other.body_text()),
     }
 }
+
+/// `axum::extract::Query`, with a rejection answered as `{"error", "message"}`.
+#[derive(Debug)]
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(ApiQuery(value)),
+            Err(rejection) => Err(ApiError::bad_request(
+                "invalid_query",
+                format!(
+                    "The address's query is not what this endpoint takes: {}",
+                    rejection.body_text()
+                ),
+            )),
+        }
+    }
+}

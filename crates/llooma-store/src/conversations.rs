@@ -353,6 +353,24 @@ impl Store {
         Err(StoreError::Database("could not number an event; try again".into()))
     }
 
+    /// Where a page showing the stored messages starts reading the event log: after the last
+    /// event of every turn but `running` (whose events the page has yet to show), 0 when none.
+    /// Only one turn of a conversation runs at a time, so this is just before its first event.
+    pub async fn resume_point(
+        &self,
+        conversation_id: &str,
+        running: Option<&str>,
+    ) -> StoreResult<i64> {
+        let mut query = turn_events::Entity::find()
+            .select_only()
+            .column_as(turn_events::Column::Seq.max(), "max")
+            .filter(turn_events::Column::ConversationId.eq(conversation_id));
+        if let Some(turn_id) = running {
+            query = query.filter(turn_events::Column::TurnId.ne(turn_id));
+        }
+        Ok(query.into_tuple::<Option<i64>>().one(&self.db).await?.flatten().unwrap_or(0))
+    }
+
     /// Events after `after_seq`, oldest first, at most `limit`.
     pub async fn events_after(
         &self,

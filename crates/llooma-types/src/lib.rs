@@ -356,6 +356,10 @@ pub struct ConversationDetail {
     pub messages: Vec<MessageView>,
     /// The turn running now, if any (its events are on the stream).
     pub running_turn: Option<String>,
+    /// Read the event stream from here (`?after=`): what came before is in `messages`, the
+    /// running turn's events come after it.
+    #[serde(default)]
+    pub events_after: i64,
 }
 
 /// An MCP call waiting for the person's answer, as `GET /api/v1/approvals` and its event stream

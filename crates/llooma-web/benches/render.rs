@@ -47,7 +47,7 @@ fn page(messages: usize) -> Page {
             admin: true,
             csrf_token: "token".into(),
         },
-        detail: ConversationDetail { conversation, messages, running_turn: None },
+        detail: ConversationDetail { conversation, messages, running_turn: None, events_after: 0 },
         cards: vec![card],
         providers: vec![],
         always_allow: false,

@@ -451,7 +451,7 @@ fn Conversation(
     chat.entries.set(initial);
     let on: api::OnEvent = Rc::new(move |name: &str, data: Value| chat.on_event(name, data));
     api::listen(
-        &format!("/api/v1/conversations/{id}/events"),
+        &format!("/api/v1/conversations/{id}/events?after={}", detail.events_after),
         &["start", "text", "reasoning", "approval", "step", "error", "end"],
         on,
     );
