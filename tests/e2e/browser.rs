@@ -583,3 +583,110 @@ async fn browser_admin_adds_a_provider_and_sets_the_instance_and_a_user_cannot()
     browser.wait_text(".no-providers", "nobody can chat until you add one").await;
     assert_eq!(root.get("/api/v1/admin/providers").await.json, json!([]));
 }
+
+#[tokio::test]
+async fn browser_the_composer_attaches_a_resource_a_filled_template_and_a_prompt_and_picks_a_persona()
+ {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let persona =
+        api.post("/api/v1/personas", json!({"name": "Guide", "prompt": "Be brief."})).await;
+    let persona_id = persona.json["id"].as_str().unwrap().to_owned();
+    let added = api
+        .post("/api/v1/mcp/servers", json!({"label": "Everything", "address": peer.url()}))
+        .await;
+    let server_id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let detail = api.get(&format!("/api/v1/mcp/servers/{server_id}")).await.json;
+    let title = |v: &Value| v["title"].as_str().or(v["name"].as_str()).unwrap().to_owned();
+    let features = detail["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["uri"].as_str().unwrap().ends_with("features.md"))
+        .map(title)
+        .unwrap();
+    let template = detail["resourceTemplates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["uriTemplate"].as_str().unwrap().contains("/text/"))
+        .map(title)
+        .unwrap();
+    let prompt = detail["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "args-prompt")
+        .map(|p| p["title"].as_str().unwrap_or("args-prompt").to_owned())
+        .unwrap();
+    let created = api
+        .post("/api/v1/conversations", json!({"providerId": provider_id, "model": "fake-model"}))
+        .await;
+    let id = created.json["id"].as_str().unwrap().to_owned();
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+
+    // The persona, chosen in the composer.
+    browser.click(&format!("select[name=persona] option[value=\"{persona_id}\"]")).await;
+    let path = format!("/api/v1/conversations/{id}");
+    until_api(&mut api, &path, "the persona", |c| c["conversation"]["personaId"] == persona_id)
+        .await;
+
+    // `@` typed in the message opens the resources; a resource, then a template with its blank.
+    browser.type_into("textarea[name=message]", "@").await;
+    browser.click_text(".attach-menu.resources .attach-item", &features).await;
+    browser.wait_text(".chips .chip", &features).await;
+    browser.click("button.attach-resource").await;
+    browser.click_text(".attach-menu.resources .attach-item", &template).await;
+    browser.type_into(".attach-form input[name=blank-resourceId]", "7").await;
+    browser.click("button.attach-add").await;
+    browser.wait_text(".chips", "resourceId=7").await;
+    // `/` first in an empty message opens the prompts; this one asks for a city.
+    browser.type_into("textarea[name=message]", "/").await;
+    browser.click_text(".attach-menu.prompts .attach-item", &prompt).await;
+    browser.type_into(".attach-form input[name=blank-city]", "Bern").await;
+    browser.click("button.attach-add").await;
+    browser.wait_text(".chips", "city=Bern").await;
+    browser.screenshot("composer-attachments").await;
+
+    model.push(Reply::text("Read all three."));
+    browser.type_into("textarea[name=message]", "use these").await;
+    browser.click("button.send").await;
+    browser.wait_text(".msg.reply", "Read all three.").await;
+    let body = &model.chat_bodies()[0];
+    let user = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(user.starts_with("use these"), "{user}");
+    assert!(user.contains("Everything Server - Features"), "the resource: {user}");
+    assert!(user.contains("Resource 7"), "the filled template: {user}");
+    assert!(user.contains("Bern"), "the prompt with its argument: {user}");
+    assert_eq!(
+        body["messages"][0]["content"].as_str().map(|s| s.contains("Be brief.")),
+        Some(true)
+    );
+    // Sent, the chips are gone.
+    browser.wait_gone(".chips .chip").await;
+}

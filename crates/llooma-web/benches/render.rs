@@ -50,6 +50,8 @@ fn page(messages: usize) -> Page {
         detail: ConversationDetail { conversation, messages, running_turn: None, events_after: 0 },
         cards: vec![card],
         providers: vec![],
+        personas: vec![],
+        attachables: Default::default(),
         always_allow: false,
         now_ms: 0,
     }

@@ -4,10 +4,13 @@
 use std::rc::Rc;
 
 use leptos::prelude::*;
-use llooma_types::{ApprovalCardView, ConversationDetail, ConversationView, ProviderChoice};
+use llooma_types::{
+    ApprovalCardView, ConversationDetail, ConversationView, PersonaView, ProviderChoice,
+};
 use serde_json::{Value, json};
 
 use crate::api;
+use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
 use crate::model::{Me, Page};
 
 /// The whole body of a page.
@@ -20,8 +23,17 @@ pub fn App(page: Page) -> impl IntoView {
         Page::Home { me, conversations, cards, now_ms } => {
             view! { <Home me conversations cards now_ms /> }.into_any()
         }
-        Page::Conversation { me, detail, cards, providers, always_allow, now_ms } => view! {
-            <Conversation me detail cards providers always_allow now_ms />
+        Page::Conversation {
+            me,
+            detail,
+            cards,
+            providers,
+            personas,
+            attachables,
+            always_allow,
+            now_ms,
+        } => view! {
+            <Conversation me detail cards providers personas attachables always_allow now_ms />
         }
         .into_any(),
         Page::SettingsTools { me, servers, settings, cost, consent } => view! {
@@ -427,6 +439,8 @@ fn Conversation(
     detail: ConversationDetail,
     cards: Vec<ApprovalCardView>,
     providers: Vec<ProviderChoice>,
+    personas: Vec<PersonaView>,
+    attachables: Attachables,
     always_allow: bool,
     now_ms: i64,
 ) -> impl IntoView {
@@ -472,7 +486,7 @@ fn Conversation(
                         children=move |entry| entry_view(entry)
                     />
                 </ol>
-                <Composer chat conversation providers />
+                <Composer chat conversation providers personas attachables />
             </main>
         </div>
     }
@@ -527,8 +541,21 @@ fn step_view(step: &Value) -> impl IntoView {
         .into_any();
     }
     let server = text("server");
-    let tool = text("serverTool");
+    // An MCP tool call names the server's tool; a resource or prompt the person attached, or the
+    // model's reading of resources and asking for tools, say what it was.
+    let tool = match (text("serverTool"), text("attached")) {
+        (name, _) if !name.is_empty() => name,
+        (_, attached) if attached == "resource" => format!("resource {}", text("uri")),
+        (_, attached) if attached == "prompt" => format!("prompt {}", text("name")),
+        _ => match text("uri") {
+            uri if !uri.is_empty() => format!("{} {uri}", text("tool")),
+            _ => text("tool"),
+        },
+    };
     let (icon, what) = match state.as_str() {
+        "done" if !text("attached").is_empty() => ("✓", "attached".to_owned()),
+        "done" => ("✓", "read".to_owned()),
+        "opened" => ("✓", format!("tools of {} offered", text("group"))),
         "waiting" => ("…", "waiting for your answer".to_owned()),
         "allowed" if step["isError"].as_bool() == Some(true) => {
             ("!", "called; the server answered with an error".to_owned())
@@ -570,8 +597,13 @@ fn Composer(
     chat: Chat,
     conversation: ConversationView,
     providers: Vec<ProviderChoice>,
+    personas: Vec<PersonaView>,
+    attachables: Attachables,
 ) -> impl IntoView {
     let error = RwSignal::new(None::<String>);
+    let attach_open = RwSignal::new(None::<Menu>);
+    let chosen = RwSignal::new(Vec::<Chosen>::new());
+    let persona_id = conversation.persona_id.clone().unwrap_or_default();
     let menu_open = RwSignal::new(false);
     let mcp_on = RwSignal::new(conversation.mcp_enabled);
     let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
@@ -600,11 +632,13 @@ fn Composer(
             return;
         }
         let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
+        let (resources, prompts) = message_parts(&chosen.get_untracked());
         api::spawn(async move {
-            let body = json!({"content": content});
+            let body = json!({"content": content, "resources": resources, "prompts": prompts});
             match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
                 Ok(started) => {
                     area.set_value("");
+                    chosen.set(Vec::new());
                     error.set(None);
                     if let Some(turn) = started["turnId"].as_str() {
                         chat.add_user(turn, content.trim().to_owned());
@@ -634,11 +668,27 @@ fn Composer(
             }
         >
             <p class="error" role="alert">{move || error.get()}</p>
+            <AttachPanel offer=attachables open=attach_open chosen />
             <textarea
                 node_ref=message
                 name="message"
                 rows="3"
-                placeholder="Write a message"
+                placeholder="Write a message (@ attaches a resource, / at the start picks a prompt)"
+                on:input=move |_| {
+                    let Some(area) = message.get() else { return };
+                    let text = area.value();
+                    // `@` typed after a space (or first), `/` typed first: open the menu, and
+                    // take the sign back out of the message.
+                    let at = text.ends_with('@')
+                        && text[..text.len() - 1].chars().last().is_none_or(char::is_whitespace);
+                    if at {
+                        area.set_value(&text[..text.len() - 1]);
+                        attach_open.set(Some(Menu::Resources));
+                    } else if text == "/" {
+                        area.set_value("");
+                        attach_open.set(Some(Menu::Prompts));
+                    }
+                }
                 on:keydown=move |ev: leptos::ev::KeyboardEvent| {
                     if ev.key() == "Enter" && !ev.shift_key() {
                         ev.prevent_default();
@@ -676,6 +726,36 @@ fn Composer(
                         </p>
                     </div>
                 </div>
+                <button
+                    class="icon-button attach-resource"
+                    type="button"
+                    title="Attach a resource of your MCP servers"
+                    on:click=move |_| attach_open.set(Some(Menu::Resources))
+                >
+                    "@"
+                </button>
+                <button
+                    class="icon-button attach-prompt"
+                    type="button"
+                    title="Use a prompt of your MCP servers"
+                    on:click=move |_| attach_open.set(Some(Menu::Prompts))
+                >
+                    "/"
+                </button>
+                <select
+                    name="persona"
+                    title="Persona"
+                    on:change=move |ev| patch(json!({"personaId": event_target_value(&ev)}))
+                >
+                    <option value="" selected=persona_id.is_empty()>"No persona"</option>
+                    {personas
+                        .into_iter()
+                        .map(|p| {
+                            let selected = p.id == persona_id;
+                            view! { <option value=p.id.clone() selected=selected>{p.name}</option> }
+                        })
+                        .collect_view()}
+                </select>
                 <select
                     name="provider"
                     title="Model provider"

@@ -15,6 +15,7 @@
 mod admin;
 mod api;
 mod app;
+pub mod attach;
 mod bots;
 pub mod model;
 mod personas;

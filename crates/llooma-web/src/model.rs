@@ -45,6 +45,10 @@ pub enum Page {
         detail: ConversationDetail,
         cards: Vec<ApprovalCardView>,
         providers: Vec<ProviderChoice>,
+        /// The account's personas, to choose one for the conversation.
+        personas: Vec<PersonaView>,
+        /// What `@` and `/` offer: the resources, templates and prompts of active servers.
+        attachables: crate::attach::Attachables,
         /// The permission mode lets a card remember "Always allow".
         always_allow: bool,
         now_ms: i64,

@@ -162,6 +162,17 @@ impl Web {
         })
     }
 
+    /// The account's MCP servers, each with its whole catalogue.
+    async fn mcp_servers(&self, caller: &Caller) -> Result<Vec<McpServerDetail>, Fail> {
+        let listed: Vec<McpServerView> = self.get(caller, "/api/v1/mcp/servers").await?;
+        let mut servers = Vec::with_capacity(listed.len());
+        for server in listed {
+            let path = format!("/api/v1/mcp/servers/{}", server.id);
+            servers.push(self.get::<McpServerDetail>(caller, &path).await?);
+        }
+        Ok(servers)
+    }
+
     async fn me(&self, caller: &Caller) -> Result<Me, Fail> {
         let session: SessionView = self.get(caller, "/api/v1/me").await?;
         Ok(Me {
@@ -301,13 +312,25 @@ async fn conversation(
             web.get(&caller, &format!("/api/v1/conversations/{id}")).await?;
         let cards: Vec<ApprovalCardView> = web.get(&caller, "/api/v1/approvals").await?;
         let providers: Vec<ProviderChoice> = web.get(&caller, "/api/v1/providers").await?;
-        let consent: Value = web.get(&caller, "/api/v1/consent").await?;
-        Ok::<_, Fail>((detail, cards, providers, consent["mode"] == "rules"))
+        let personas: Vec<PersonaView> = web.get(&caller, "/api/v1/personas").await?;
+        let consent: ConsentView = web.get(&caller, "/api/v1/consent").await?;
+        let servers = web.mcp_servers(&caller).await?;
+        let attachables = crate::attach::offer(&servers);
+        Ok::<_, Fail>((detail, cards, providers, personas, attachables, consent.mode == "rules"))
     };
     match loaded.await {
-        Ok((detail, cards, providers, always_allow)) => web.page(
+        Ok((detail, cards, providers, personas, attachables, always_allow)) => web.page(
             StatusCode::OK,
-            &Page::Conversation { me, detail, cards, providers, always_allow, now_ms: now_ms() },
+            &Page::Conversation {
+                me,
+                detail,
+                cards,
+                providers,
+                personas,
+                attachables,
+                always_allow,
+                now_ms: now_ms(),
+            },
         ),
         Err(fail) => web.failed(fail, Some(me)),
     }
@@ -320,12 +343,7 @@ async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
         Err(fail) => return web.failed(fail, None),
     };
     let loaded = async {
-        let listed: Vec<McpServerView> = web.get(&caller, "/api/v1/mcp/servers").await?;
-        let mut servers = Vec::with_capacity(listed.len());
-        for server in listed {
-            let path = format!("/api/v1/mcp/servers/{}", server.id);
-            servers.push(web.get::<McpServerDetail>(&caller, &path).await?);
-        }
+        let servers = web.mcp_servers(&caller).await?;
         let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
         let cost: AnnounceCostView = web.get(&caller, "/api/v1/mcp/announce-cost").await?;
         let consent: ConsentView = web.get(&caller, "/api/v1/consent").await?;

@@ -256,6 +256,29 @@ impl Browser {
         }
     }
 
+    /// Clicks the first element matching `css` whose text contains `text` (menus of items that
+    /// differ only by their words).
+    pub async fn click_text(&self, css: &str, text: &str) {
+        let script = "const [css, text] = arguments; \
+            const hit = [...document.querySelectorAll(css)].find(e => e.textContent.includes(text)); \
+            if (!hit) { return false; } hit.click(); return true;";
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let clicked = self
+                .must("POST", "/execute/sync", Some(json!({"script": script, "args": [css, text]})))
+                .await;
+            if clicked == Value::Bool(true) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nothing matching `{css}` shows {text:?}; page text:\n{}",
+                self.body_text().await
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Whether the document is wider than the window.
     pub async fn overflows(&self) -> bool {
         let script = "return document.documentElement.scrollWidth > window.innerWidth;";
