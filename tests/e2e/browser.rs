@@ -143,6 +143,27 @@ async fn browser_first_run_sign_in_chat_and_a_card_answered_in_another_tab() {
     browser.wait_gone(".card.approval").await;
     let calls = api.get("/api/v1/approvals").await;
     assert_eq!(calls.json, json!([]), "nothing is left waiting");
+
+    // With "ask, except what I always allow", a card offers to remember; Settings lists what was
+    // remembered, and revoking it there brings the card back for the same call.
+    let mode = api.send("PATCH", "/api/v1/consent", Some(json!({"mode": "rules"}))).await;
+    assert_eq!(mode.status, 200, "{mode:?}");
+    model.push(Reply::tool_call(&echo, json!({"message": "remember me"})));
+    model.push(Reply::text("Remembered."));
+    browser.switch_to(&first).await;
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "and remember").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval pre.args", "remember me").await;
+    browser.click(".card.approval button.always").await;
+    browser.wait_text(".timeline", "Remembered.").await;
+    browser.goto(&format!("{base}/settings/tools")).await;
+    browser.wait_live().await;
+    let grant = browser.wait_text(".grants .grant", "echo").await;
+    assert!(grant.contains("remember me"), "{grant}");
+    browser.click(".grants button.revoke").await;
+    until_api(&mut api, "/api/v1/consent", "the grant revoked", |c| c["grants"] == json!([])).await;
 }
 
 #[tokio::test]
