@@ -83,6 +83,10 @@ async fn until_end(events: &mut Events) -> Value {
     }
 }
 
+/// Warnings only, but the line with the address the harness waits for (logging every request
+/// would be measured too).
+const QUIET_LOG: &str = "warn,llooma::serve=info";
+
 async fn per_turn_overhead() {
     let peer = llooma_test_support::peers::gateway(None)
         .expect("the MCP peers are not installed: run through `cargo xtask bench turns`");
@@ -93,7 +97,7 @@ async fn per_turn_overhead() {
         &[
             ("PROVIDER_ALLOWED_ORIGINS", &model.origin()),
             ("MCP_ALLOWED_ORIGINS", &peer.origin()),
-            ("LLOOMA_LOG", "warn"),
+            ("LLOOMA_LOG", QUIET_LOG),
         ],
     );
     let (mut tab, id) = conversation(&server, &model).await;
@@ -155,7 +159,7 @@ async fn fan_out() {
     let db = TestDb::new();
     let server = Server::start(
         &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("LLOOMA_LOG", "warn")],
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("LLOOMA_LOG", QUIET_LOG)],
     );
     let (mut tab, id) = conversation(&server, &model).await;
     let path = format!("/api/v1/conversations/{id}/events");
