@@ -118,7 +118,7 @@ async fn per_turn_overhead() {
     let rule = tab
         .post(
             "/api/v1/consent/rules",
-            json!({"serverId": added.json["id"], "tool": "home-assistant-turn_on", "arguments": {"entity_id": "any"}}),
+            json!({"serverId": added.json["server"]["id"], "tool": "home-assistant-turn_on", "arguments": {"entity_id": "any"}}),
         )
         .await;
     assert_eq!(rule.status, 201, "{rule:?}");
