@@ -623,8 +623,12 @@ async fn browser_the_composer_attaches_a_resource_a_filled_template_and_a_prompt
         .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
         .await;
     let provider_id = provider.json["id"].as_str().unwrap().to_owned();
-    let persona =
-        api.post("/api/v1/personas", json!({"name": "Guide", "prompt": "Be brief."})).await;
+    let persona = api
+        .post(
+            "/api/v1/personas",
+            json!({"name": "Guide", "prompt": "Be brief.", "memoryEnabled": true}),
+        )
+        .await;
     let persona_id = persona.json["id"].as_str().unwrap().to_owned();
     let added = api
         .post("/api/v1/mcp/servers", json!({"label": "Everything", "address": peer.url()}))
@@ -685,10 +689,13 @@ async fn browser_the_composer_attaches_a_resource_a_filled_template_and_a_prompt
     browser.wait_text(".chips", "city=Bern").await;
     browser.screenshot("composer-attachments").await;
 
+    // What the servers wrote closes the persona's memory for the turn: the timeline says so.
+    model.push(Reply::tool_call("memory_write", json!({"content": "from the resources"})));
     model.push(Reply::text("Read all three."));
     browser.type_into("textarea[name=message]", "use these").await;
     browser.click("button.send").await;
     browser.wait_text(".msg.reply", "Read all three.").await;
+    browser.wait_text(".step.builtin.refused", "refused: ").await;
     let body = &model.chat_bodies()[0];
     let user = body["messages"]
         .as_array()

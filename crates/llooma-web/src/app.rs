@@ -531,9 +531,15 @@ fn step_view(step: &Value) -> impl IntoView {
         let tool = text("tool");
         let arguments = text("arguments");
         let result = text("result");
+        // A refusal (memory closed after an MCP answer) or a failure says why, unopened.
+        let outcome = match state.as_str() {
+            "refused" => format!(" — refused: {}", text("message")),
+            "failed" => format!(" — failed: {}", text("error")),
+            _ => String::new(),
+        };
         return view! {
-            <details class="step builtin">
-                <summary>"Used " <b>{tool}</b></summary>
+            <details class=format!("step builtin {state}")>
+                <summary>"Used " <b>{tool}</b> {outcome}</summary>
                 <pre class="args">{pretty(&arguments)}</pre>
                 <pre class="result">{result}</pre>
             </details>
