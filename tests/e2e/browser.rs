@@ -209,6 +209,25 @@ async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() 
     let overflow = browser_width_overflow(&browser).await;
     assert!(!overflow, "the sign-in page fits a 390-pixel-wide screen");
     browser.screenshot("sign-in-phone").await;
+
+    // Every page of a signed-in administrator fits too.
+    tab.register("root", PASSWORD).await;
+    let created = tab.post("/api/v1/conversations", json!({"title": "On a phone"})).await;
+    let conversation = created.json["id"].as_str().unwrap().to_owned();
+    sign_in(&browser, &server.base, "root").await;
+    for page in [
+        "/".to_owned(),
+        format!("/c/{conversation}"),
+        "/settings/tools".to_owned(),
+        "/settings/personas".to_owned(),
+        "/settings/bots".to_owned(),
+        "/admin/mcp".to_owned(),
+        "/admin/instance".to_owned(),
+    ] {
+        browser.goto(&format!("{}{page}", server.base)).await;
+        browser.wait_live().await;
+        assert!(!browser_width_overflow(&browser).await, "{page} is wider than a phone");
+    }
 }
 
 /// Whether the page is wider than the window (a phone would scroll sideways).
