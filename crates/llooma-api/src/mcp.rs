@@ -668,6 +668,24 @@ pub(crate) async fn offered_tools(
     provider_cap: usize,
     builtin_tools: usize,
 ) -> Result<Vec<llooma_core::McpTool>, ApiError> {
+    select_offered(state, account_id, provider_cap, builtin_tools, Tokens::Decrypt).await
+}
+
+/// Whether the offered tools carry their servers' tokens (a turn calls them; a measurement
+/// does not, and should not fail over a token it never uses).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Tokens {
+    Decrypt,
+    Leave,
+}
+
+async fn select_offered(
+    state: &AppState,
+    account_id: &str,
+    provider_cap: usize,
+    builtin_tools: usize,
+    tokens: Tokens,
+) -> Result<Vec<llooma_core::McpTool>, ApiError> {
     let loaded = load_account(state, account_id).await?;
     let names = name_table(&loaded, None)?;
     let settings = state.store.tool_settings(account_id).await?;
@@ -697,7 +715,10 @@ pub(crate) async fn offered_tools(
             server_id: this.server.id.clone(),
             server_label: this.server.label.clone(),
             server_address: this.server.address.clone(),
-            token: decrypt_token(state, &this.server)?,
+            token: match tokens {
+                Tokens::Decrypt => decrypt_token(state, &this.server)?,
+                Tokens::Leave => None,
+            },
             tool_name: def.name.clone(),
             group: candidate.group.clone(),
             description: def.description.clone().unwrap_or_default(),
@@ -721,7 +742,9 @@ pub async fn announce_cost(
     signed_in: SignedIn,
 ) -> Result<Json<AnnounceCostView>, ApiError> {
     let account = &signed_in.account.id;
-    let tools = offered_tools(&state, account, llooma_providers::OPENAI_MAX_TOOLS, 0).await?;
+    let tools =
+        select_offered(&state, account, llooma_providers::OPENAI_MAX_TOOLS, 0, Tokens::Leave)
+            .await?;
     let cost = llooma_core::announce_cost(&tools);
     let view = |c: llooma_core::ToolCost| ToolCostView {
         tools: c.tools,
