@@ -20,6 +20,7 @@ mod m0004_conversations;
 mod m0005_tools_personas_prompts;
 mod m0006_bot_integrations;
 mod m0008_turn_owners;
+mod m0009_mcp_catalogue;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0006_bot_integrations::Migration),
             // m0007 is reserved for work in progress (web).
             Box::new(m0008_turn_owners::Migration),
+            Box::new(m0009_mcp_catalogue::Migration),
         ]
     }
 }

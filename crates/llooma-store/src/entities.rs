@@ -447,3 +447,48 @@ pub mod bot_leases {
 
     impl ActiveModelBehavior for ActiveModel {}
 }
+
+pub mod mcp_catalogue_entries {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "mcp_catalogue_entries")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub label: String,
+        pub address: String,
+        pub description: String,
+        pub token_needed: bool,
+        pub token_help: String,
+        pub icon: String,
+        pub tags_json: String,
+        pub created_at_ms: i64,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod mcp_catalogue_ratings {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "mcp_catalogue_ratings")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub entry_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub account_id: String,
+        pub stars: i32,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}

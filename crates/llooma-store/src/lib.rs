@@ -10,6 +10,7 @@
 mod accounts;
 mod approvals;
 mod bots;
+mod catalogue;
 mod consent;
 mod conversations;
 mod entities;
@@ -30,6 +31,7 @@ use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbB
 pub use accounts::{Account, NewAccount, RegisterOutcome};
 pub use approvals::APPROVAL_CHANNEL;
 pub use bots::{BotConnection, BotIntegration, BotRunReport, BotSettingsRow};
+pub use catalogue::{CatalogueEntry, CatalogueRatings, CatalogueUsage, NewCatalogueEntry};
 pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
 pub use conversations::{Conversation, ConversationPatch, Message, TurnEvent};
 pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState};
@@ -203,6 +205,14 @@ pub fn redact_url(url: &str) -> String {
             None => url.to_owned(),
         },
         None => url.to_owned(),
+    }
+}
+
+/// The `n`th bind parameter of a raw statement, as each engine spells it.
+pub(crate) fn placeholder(backend: DbBackend, n: usize) -> String {
+    match backend {
+        DbBackend::Postgres => format!("${n}"),
+        _ => "?".to_owned(),
     }
 }
 

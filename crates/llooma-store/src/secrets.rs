@@ -7,11 +7,11 @@
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, Statement, TransactionTrait,
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement, TransactionTrait,
 };
 
 use crate::entities::instance_state;
-use crate::{Store, StoreError, StoreResult};
+use crate::{Store, StoreError, StoreResult, placeholder};
 
 /// A column that holds vault ciphertexts, bound to (table, column, row id).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,13 +27,6 @@ pub const ENCRYPTED_COLUMNS: &[EncryptedColumn] = &[
     EncryptedColumn { table: "mcp_servers", column: "token_ciphertext", id_column: "id" },
     EncryptedColumn { table: "bot_integrations", column: "api_key_ciphertext", id_column: "id" },
 ];
-
-fn placeholder(backend: DbBackend, n: usize) -> String {
-    match backend {
-        DbBackend::Postgres => format!("${n}"),
-        _ => "?".to_owned(),
-    }
-}
 
 impl Store {
     /// Re-encrypts every stored secret and the canary in one transaction: either all of them are

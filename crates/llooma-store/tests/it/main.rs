@@ -7,6 +7,7 @@
 
 mod approvals;
 mod bots;
+mod catalogue;
 mod consent;
 mod personas;
 mod support;
