@@ -9,6 +9,7 @@ mod approvals;
 mod bots;
 mod browser;
 mod builtin_tools;
+mod catalogue;
 mod cli;
 mod conversations;
 mod mcp_servers;

@@ -349,14 +349,34 @@ async fn a_server_announcing_new_tools_marks_its_card_until_update_tools() {
             "the card never said the server reports new tools"
         );
     }
+    // New tools wait for the person's review: the list in use stays as consented.
+    let tools_before = tab.get("/api/v1/mcp/servers").await.json[0]["toolCount"].clone();
     let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;
-    assert_eq!(refresh.json["server"]["snapshotStale"], false, "{refresh:?}");
+    assert_eq!(refresh.json["applied"], false, "{refresh:?}");
+    assert_eq!(refresh.json["server"]["snapshotStale"], true, "{refresh:?}");
+    assert_eq!(refresh.json["server"]["toolCount"], tools_before, "{refresh:?}");
     for name in &added_names {
         assert!(
             refresh.json["added"].as_array().unwrap().iter().any(|n| n == name.as_str()),
             "{refresh:?}"
         );
+        assert!(names(&refresh.json["tools"], "name").contains(name), "the review lists {name}");
     }
+    let offered = tab.get(&format!("/api/v1/mcp/servers/{id}")).await.json;
+    assert!(!names(&offered["tools"], "name").contains(&added_names[0]), "not before consent");
+    // A stale consent (another list) changes nothing; the reviewed one applies.
+    let stale = tab
+        .post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({"reviewedTools": "0000"}))
+        .await;
+    assert_eq!((stale.status, stale.json["error"].as_str()), (409, Some("tools_changed")));
+    let digest = refresh.json["toolsDigest"].clone();
+    let accepted = tab
+        .post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({"reviewedTools": digest}))
+        .await;
+    assert_eq!(accepted.json["applied"], true, "{accepted:?}");
+    assert_eq!(accepted.json["server"]["snapshotStale"], false, "{accepted:?}");
+    let offered = tab.get(&format!("/api/v1/mcp/servers/{id}")).await.json;
+    assert!(names(&offered["tools"], "name").contains(&added_names[0]), "after consent");
 }
 
 #[tokio::test]

@@ -19,6 +19,8 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     // A malformed allow-list stops start-up rather than silently reaching less (or more).
     let outbound = Arc::new(settings.outbound_policy().context("the outbound network settings")?);
+    // A catalogue file with a mistake stops start-up with its line rather than hiding entries.
+    let catalogue_file = settings.mcp_catalogue()?;
     let store = crate::open_store(&settings).await?;
     let vault = crate::secret::open_vault(&settings, &store).await?;
     let config = ApiConfig {
@@ -32,6 +34,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
             max_failures_per_address: settings.login_max_failures_per_address,
         },
         trust_forwarded_for: settings.trust_forwarded_for,
+        catalogue_file: Arc::from(catalogue_file),
         ..ApiConfig::default()
     };
     let mcp_config = llooma_mcp_client::McpConfig {

@@ -62,6 +62,9 @@ pub struct Settings {
     /// The folder holding the web interface's browser part (what `cargo xtask build-web`
     /// writes); unset means `<target>/web/pkg` beside the binary's own folder.
     pub web_dir: Option<PathBuf>,
+    /// A TOML file of MCP servers for Settings → Tools → Discover, beside the administrators'
+    /// entries; read at start, so a change takes a restart.
+    pub mcp_catalogue_file: Option<PathBuf>,
     /// From `LLOOMA_SECRET` only.
     #[serde(skip)]
     pub secret: Option<Secret>,
@@ -91,6 +94,7 @@ impl Default for Settings {
             shutdown_grace_secs: 10,
             mcp_watch_secs: 30,
             web_dir: None,
+            mcp_catalogue_file: None,
             mcp_call_timeout_secs: 60,
             approval_window_secs: 120,
             bot_poll_secs: 5,
@@ -151,6 +155,9 @@ impl Settings {
         }
         if let Some(v) = get("LLOOMA_WEB_DIR") {
             self.web_dir = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("LLOOMA_MCP_CATALOGUE_FILE") {
+            self.mcp_catalogue_file = Some(PathBuf::from(v));
         }
         if let Some(v) = get("LLOOMA_SECRET_FILE") {
             self.secret_file = Some(PathBuf::from(v));
@@ -227,6 +234,17 @@ impl Settings {
             bail!("login failure limits must be at least 1");
         }
         Ok(())
+    }
+
+    /// The entries of the MCP catalogue file, if one is named; an error names the file and line.
+    pub fn mcp_catalogue(&self) -> anyhow::Result<Vec<llooma_api::CatalogueFileEntry>> {
+        let Some(path) = &self.mcp_catalogue_file else {
+            return Ok(Vec::new());
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the MCP catalogue file {}", path.display()))?;
+        llooma_api::parse_catalogue_file(&text)
+            .with_context(|| format!("the MCP catalogue file {} is not valid", path.display()))
     }
 
     /// The outbound policy from the three allow-lists; a malformed entry is an error naming it.

@@ -11,6 +11,7 @@ mod approvals;
 mod auth;
 mod bot_runtime;
 mod bots;
+mod catalogue;
 mod conversations;
 mod csrf;
 pub mod error;
@@ -35,6 +36,7 @@ use llooma_vault::Vault;
 
 pub use auth::{normalize_username, validate_password, validate_username};
 pub use bot_runtime::start_bots;
+pub use catalogue::{CatalogueFileEntry, CatalogueFileError, parse_catalogue_file};
 pub use conversations::Turns;
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
@@ -73,6 +75,8 @@ pub struct ApiConfig {
     /// Take the client address from `X-Forwarded-For` (only behind a proxy you run).
     pub trust_forwarded_for: bool,
     pub version: String,
+    /// The operator's catalogue file, read at start (`parse_catalogue_file`).
+    pub catalogue_file: Arc<[CatalogueFileEntry]>,
 }
 
 impl Default for ApiConfig {
@@ -85,6 +89,7 @@ impl Default for ApiConfig {
             throttle: ThrottleConfig::default(),
             trust_forwarded_for: false,
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            catalogue_file: Arc::from(Vec::new()),
         }
     }
 }
@@ -137,6 +142,8 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/token", put(mcp::set_token))
         .route("/mcp/servers/{id}/groups", put(mcp::set_group))
         .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
+        .route("/mcp/catalogue", get(catalogue::list))
+        .route("/mcp/catalogue/{id}/rating", put(catalogue::rate).delete(catalogue::unrate))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))
         .route("/mcp/announce-cost", get(mcp::announce_cost))
         .route("/conversations", get(conversations::list).post(conversations::create))
@@ -168,6 +175,11 @@ pub fn router(state: AppState) -> Router {
         .route("/consent/rules", post(approvals::add_rule))
         .route("/consent/rules/{id}", axum::routing::delete(approvals::revoke_rule))
         .route("/admin/mcp/servers", get(mcp::admin_list))
+        .route("/admin/mcp/catalogue", post(catalogue::admin_create))
+        .route(
+            "/admin/mcp/catalogue/{id}",
+            put(catalogue::admin_update).delete(catalogue::admin_delete),
+        )
         .route("/admin/mcp/servers/{id}", axum::routing::delete(mcp::admin_delete))
         .route(
             "/admin/mcp/servers/{id}/suspend",

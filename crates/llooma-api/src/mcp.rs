@@ -18,8 +18,8 @@ use llooma_tool_naming::{
     server_slug, switched_on,
 };
 use llooma_types::{
-    AdminMcpServerView, AnnounceCostView, GroupCostView, LeftOutTool, McpGroupView,
-    McpRefreshReport, McpServerDetail, McpServerView, McpTestReport, McpToolChange,
+    ADD_SERVERS_REFUSED, AdminMcpServerView, AnnounceCostView, GroupCostView, LeftOutTool,
+    McpGroupView, McpRefreshReport, McpServerDetail, McpServerView, McpTestReport, McpToolChange,
     McpToolSettingsPatch, McpToolSettingsView, McpToolView, Role, SuspensionView, ToolCostView,
 };
 use llooma_vault::{Secret, SecretContext};
@@ -42,6 +42,16 @@ pub struct ServerRequest {
     label: Option<String>,
     address: String,
     token: Option<Secret>,
+    /// The `toolsDigest` of the test the person reviewed: adding then stores nothing unless the
+    /// server still lists exactly those tools. The web interface always sends it.
+    reviewed_tools: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RefreshRequest {
+    /// The `toolsDigest` of the new list the person reviewed and consents to.
+    reviewed_tools: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -89,7 +99,7 @@ fn mcp_error(err: McpError) -> ApiError {
     ApiError::Unprocessable { code, message: err.to_string() }
 }
 
-fn clean_label(label: Option<&str>, address: &str) -> Result<String, ApiError> {
+pub(crate) fn clean_label(label: Option<&str>, address: &str) -> Result<String, ApiError> {
     let label =
         label.map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).unwrap_or_else(|| {
             url::Url::parse(address)
@@ -106,7 +116,7 @@ fn clean_label(label: Option<&str>, address: &str) -> Result<String, ApiError> {
     Ok(label)
 }
 
-fn clean_address(address: &str) -> Result<String, ApiError> {
+pub(crate) fn clean_address(address: &str) -> Result<String, ApiError> {
     let address = address.trim();
     let parsed = url::Url::parse(address).map_err(|e| {
         ApiError::bad_request(
@@ -130,16 +140,42 @@ fn clean_address(address: &str) -> Result<String, ApiError> {
 }
 
 async fn require_can_add(state: &AppState, signed_in: &SignedIn) -> Result<(), ApiError> {
-    if signed_in.account.role == Role::Admin
-        || state.store.instance_settings().await?.users_can_add_mcp_servers
-    {
+    if can_add(state, signed_in).await? {
         return Ok(());
     }
-    Err(ApiError::Forbidden(
-        "Adding MCP servers is not allowed for your account on this instance. An administrator can \
-         allow it (Settings → Admin → MCP servers → “Users can add their own MCP servers”)."
+    Err(ApiError::Forbidden(ADD_SERVERS_REFUSED.into()))
+}
+
+/// Whether the account may add servers (administrators always may).
+async fn can_add(state: &AppState, signed_in: &SignedIn) -> Result<bool, ApiError> {
+    Ok(signed_in.account.role == Role::Admin
+        || state.store.instance_settings().await?.users_can_add_mcp_servers)
+}
+
+/// Names one exact tool list: the SHA-256 of each tool's name and definition hash, in order.
+/// What the person reviewed is compared with what would be stored by this value.
+fn tools_digest(snapshot: &Snapshot) -> String {
+    use sha2::Digest;
+    let mut tools: Vec<(&str, &str)> =
+        snapshot.tools.iter().map(|t| (t.name.as_str(), t.hash.as_str())).collect();
+    tools.sort_unstable();
+    let mut hasher = sha2::Sha256::new();
+    for (name, hash) in tools {
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(hash.as_bytes());
+        hasher.update([b'\n']);
+    }
+    hex::encode(hasher.finalize())
+}
+
+fn tools_changed() -> ApiError {
+    ApiError::Conflict {
+        code: "tools_changed",
+        message: "The server's tools changed since you reviewed them: test it again, review the \
+                  new list, then consent."
             .into(),
-    ))
+    }
 }
 
 fn non_empty(token: Option<Secret>) -> Option<Secret> {
@@ -316,6 +352,7 @@ pub async fn test_server(
         tools,
         groups,
         notes: notes_text(&snapshot),
+        tools_digest: tools_digest(&snapshot),
     }))
 }
 
@@ -330,6 +367,9 @@ pub async fn add_server(
     let label = clean_label(body.label.as_deref(), &address)?;
     let token = non_empty(body.token);
     let snapshot = state.mcp.snapshot(&address, token.as_ref()).await.map_err(mcp_error)?;
+    if body.reviewed_tools.is_some_and(|reviewed| reviewed != tools_digest(&snapshot)) {
+        return Err(tools_changed());
+    }
     let id = uuid::Uuid::new_v4().to_string();
     let token_ciphertext =
         token
@@ -497,12 +537,25 @@ fn changes(old: &Snapshot, new: &Snapshot) -> (Vec<String>, Vec<String>, Vec<Mcp
 }
 
 /// `POST /api/v1/mcp/servers/{id}/refresh` ("Update tools"): retakes the snapshot and says what
-/// was added, removed and changed.
+/// was added, removed and changed. Removals apply at once; added or changed tools wait for the
+/// person's review (`reviewedTools`), and the list they consented to stays in use meanwhile.
 pub async fn refresh_server(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> Result<Json<McpRefreshReport>, ApiError> {
+    // The body is optional: without it, removals apply and anything new waits for a review.
+    let body: RefreshRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        RefreshRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(
+                "invalid_fields",
+                format!("Send {{}} or {{\"reviewedTools\": \"<toolsDigest>\"}}: {e}"),
+            )
+        })?
+    };
     let server = owned(&state, &signed_in, &id).await?;
     if let Some(suspension) = &server.suspension {
         return Err(ApiError::Forbidden(format!(
@@ -514,15 +567,46 @@ pub async fn refresh_server(
     let old = parse_snapshot(&server)?;
     let token = decrypt_token(&state, &server)?;
     let new = state.mcp.snapshot(&server.address, token.as_ref()).await.map_err(mcp_error)?;
-    let json = serde_json::to_string(&new)
-        .map_err(|e| ApiError::Internal(format!("serializing a snapshot: {e}")))?;
-    state.store.replace_mcp_snapshot(&signed_in.account.id, &id, &json).await?;
     let (added, removed, changed) = changes(&old, &new);
+    let digest = tools_digest(&new);
+    if body.reviewed_tools.as_ref().is_some_and(|reviewed| *reviewed != digest) {
+        return Err(tools_changed());
+    }
+    let applied = (added.is_empty() && changed.is_empty()) || body.reviewed_tools.is_some();
+    if applied {
+        let json = serde_json::to_string(&new)
+            .map_err(|e| ApiError::Internal(format!("serializing a snapshot: {e}")))?;
+        state.store.replace_mcp_snapshot(&signed_in.account.id, &id, &json).await?;
+    } else {
+        // The card says new tools wait for a review until the person gives it.
+        state.store.mark_mcp_snapshot_stale(&id).await?;
+    }
+    // The review names tools as the model would see them once the new list is in use.
+    let mut loaded = load_account(&state, &signed_in.account.id).await?;
+    let this = loaded.iter_mut().find(|l| l.server.id == id).ok_or(ApiError::NotFound)?;
+    this.snapshot = new.clone();
+    let (active, switches) = (this.server.is_active(), this.switches.clone());
+    let names = name_table(&loaded, None)?;
+    let (groups, tools) = catalogue(&id, active, &new, &switches, &names);
     let server = owned(&state, &signed_in, &id).await?;
-    Ok(Json(McpRefreshReport { server: server_view(&server, &new), added, removed, changed }))
+    let shown = if applied { new } else { old };
+    Ok(Json(McpRefreshReport {
+        server: server_view(&server, &shown),
+        added,
+        removed,
+        changed,
+        applied,
+        tools_digest: digest,
+        tools,
+        groups,
+    }))
 }
 
-fn settings_view(settings: &ToolSettings, loaded: &[Loaded]) -> McpToolSettingsView {
+fn settings_view(
+    settings: &ToolSettings,
+    loaded: &[Loaded],
+    can_add_servers: bool,
+) -> McpToolSettingsView {
     let servers: Vec<ServerTools<String>> = loaded
         .iter()
         .filter(|l| l.server.is_active())
@@ -552,6 +636,7 @@ fn settings_view(settings: &ToolSettings, loaded: &[Loaded]) -> McpToolSettingsV
                 tool: c.tool.clone(),
             })
             .collect(),
+        can_add_servers,
     }
 }
 
@@ -562,7 +647,7 @@ pub async fn get_settings(
 ) -> Result<Json<McpToolSettingsView>, ApiError> {
     let settings = state.store.tool_settings(&signed_in.account.id).await?;
     let loaded = load_account(&state, &signed_in.account.id).await?;
-    Ok(Json(settings_view(&settings, &loaded)))
+    Ok(Json(settings_view(&settings, &loaded, can_add(&state, &signed_in).await?)))
 }
 
 /// `PATCH /api/v1/mcp/settings`.
@@ -589,7 +674,7 @@ pub async fn patch_settings(
     }
     state.store.set_tool_settings(&signed_in.account.id, &settings).await?;
     let loaded = load_account(&state, &signed_in.account.id).await?;
-    Ok(Json(settings_view(&settings, &loaded)))
+    Ok(Json(settings_view(&settings, &loaded, can_add(&state, &signed_in).await?)))
 }
 
 /// `GET /api/v1/admin/mcp/servers`: every server of the instance with its owner.

@@ -205,6 +205,9 @@ pub struct McpTestReport {
     pub tools: Vec<McpToolView>,
     pub groups: Vec<McpGroupView>,
     pub notes: Vec<String>,
+    /// Names this exact tool list: sent back as `reviewedTools` when adding, so the server joins
+    /// only with the tools the person saw.
+    pub tools_digest: String,
 }
 
 /// A tool whose definition changed between two snapshots.
@@ -227,6 +230,14 @@ pub struct McpRefreshReport {
     /// A changed description or schema matters for consent: remembered "Always allow" grants
     /// for these tools no longer apply.
     pub changed: Vec<McpToolChange>,
+    /// False when tools were added or changed: the new list waits for the person's consent
+    /// (send `reviewedTools` with `toolsDigest`) and the old one stays in use until then.
+    pub applied: bool,
+    /// Names the new tool list.
+    pub tools_digest: String,
+    /// The new tool list, for the review.
+    pub tools: Vec<McpToolView>,
+    pub groups: Vec<McpGroupView>,
 }
 
 /// A tool the budget left out.
@@ -253,6 +264,100 @@ pub struct McpToolSettingsView {
     pub offered: usize,
     /// Which ones the budget leaves out, in the order they are dropped.
     pub left_out: Vec<LeftOutTool>,
+    /// Whether this account may add MCP servers (otherwise `ADD_SERVERS_REFUSED` says why).
+    pub can_add_servers: bool,
+}
+
+/// Why an account may not add an MCP server, and who can change that.
+pub const ADD_SERVERS_REFUSED: &str = "Adding MCP servers is not allowed for your account on this \
+    instance. An administrator can allow it (Admin → MCP servers → “Users can add their own MCP \
+    servers”).";
+
+/// An entry of the instance's catalogue of MCP servers, as Discover shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogueEntryView {
+    /// An administrator's entry: a UUID; an entry of the catalogue file: `file:<its id>`.
+    pub id: String,
+    pub label: String,
+    pub address: String,
+    pub description: String,
+    pub token_needed: bool,
+    /// Where to get a token.
+    pub token_help: String,
+    pub icon: String,
+    pub tags: Vec<String>,
+    /// From the operator's catalogue file: edited there, not in the admin pages.
+    pub from_file: bool,
+    pub usage: CatalogueUsageView,
+    pub rating: CatalogueRatingView,
+    /// The signed-in account already has a server at this address.
+    pub added: bool,
+    /// The registration deeplink: the add form, pre-filled.
+    pub register_link: String,
+}
+
+/// How much an entry is used on this instance: counts only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogueUsageView {
+    /// Accounts that added a server at this address.
+    pub accounts: u64,
+    /// Calls that went out to it in the last 30 days.
+    pub calls_last_30_days: u64,
+}
+
+/// An entry's ratings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogueRatingView {
+    /// Average stars, one decimal; none before the first rating.
+    pub average: Option<f64>,
+    pub count: u64,
+    /// The signed-in account's own stars.
+    pub mine: Option<u8>,
+}
+
+/// An administrator's catalogue entry, as written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CatalogueEntryRequest {
+    pub label: String,
+    pub address: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub token_needed: bool,
+    #[serde(default)]
+    pub token_help: String,
+    #[serde(default)]
+    pub icon: String,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// The registration deeplink of an address: the add form, pre-filled, nothing stored.
+pub fn register_link(address: &str, label: &str) -> String {
+    let mut link = String::from("/settings/tools/mcp/new?address=");
+    link.push_str(&encode_query_value(address));
+    if !label.is_empty() {
+        link.push_str("&label=");
+        link.push_str(&encode_query_value(label));
+    }
+    link
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986), for a query value.
+pub fn encode_query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// A change to the account's MCP tool settings.
