@@ -223,6 +223,9 @@ async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() 
         "/settings/bots".to_owned(),
         "/admin/mcp".to_owned(),
         "/admin/instance".to_owned(),
+        "/admin/catalogue".to_owned(),
+        "/settings/tools/discover".to_owned(),
+        "/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp".to_owned(),
     ] {
         browser.goto(&format!("{}{page}", server.base)).await;
         browser.wait_live().await;
@@ -270,11 +273,11 @@ async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users
     admin.type_into("input[name=address]", &peer.url()).await;
     admin.type_into("input[name=token]", token).await;
     admin.click("button.test").await;
-    let found = admin.wait_text(".test-result .tool-names", "echo").await;
+    let found = admin.wait_text(".test-result .review", "echo").await;
     assert!(found.contains("get-sum"), "{found}");
     assert_eq!(root.get("/api/v1/mcp/servers").await.json, json!([]), "a test stores nothing");
     admin.screenshot("settings-tools-test").await;
-    admin.click("button.add").await;
+    admin.click("button.consent").await;
     admin.wait_text(".card.server .label", "everything").await;
     admin.wait_live().await;
     admin.wait_text(".card.server .meta", "token set").await;
@@ -319,10 +322,7 @@ async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users
     sign_in(&user, &base, "alice").await;
     user.goto(&format!("{base}/settings/tools")).await;
     user.wait_live().await;
-    user.type_into("input[name=label]", "mine").await;
-    user.type_into("input[name=address]", &peer.url()).await;
-    user.click("button.add").await;
-    user.wait_text("p.error", "not allowed for your account").await;
+    user.wait_text(".add-server .refusal", "not allowed for your account").await;
     assert_eq!(alice.get("/api/v1/mcp/servers").await.json, json!([]));
 
     // The administrator allows it; the user adds one; the administrator suspends it with a
@@ -338,7 +338,9 @@ async fn browser_settings_add_a_server_after_its_test_and_admin_suspends_a_users
     user.wait_live().await;
     user.type_into("input[name=label]", "mine").await;
     user.type_into("input[name=address]", &peer.url()).await;
-    user.click("button.add").await;
+    user.click("button.test").await;
+    user.wait_text(".test-result .review", "echo").await;
+    user.click("button.consent").await;
     user.wait_text(".card.server .label", "mine").await;
     admin.reload().await;
     admin.wait_live().await;
@@ -736,4 +738,146 @@ async fn browser_the_composer_attaches_a_resource_a_filled_template_and_a_prompt
     );
     // Sent, the chips are gone.
     browser.wait_gone(".chips .chip").await;
+}
+
+/// Alice calls `tool` (a tool of her server) once through the API, allowing its card.
+async fn one_allowed_call(alice: &mut Tab, model: &FakeModel, provider_id: &str, tool: &str) {
+    let conversation = alice
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "Echo", "providerId": provider_id, "model": "fake-model"}),
+        )
+        .await;
+    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    alice
+        .send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    model.push(Reply::tool_call(tool, json!({"message": "hello"})));
+    model.push(Reply::text("It echoed."));
+    let mut cards = crate::support::Events::open(alice, "/api/v1/approvals/events", None).await;
+    alice.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "echo"})).await;
+    let card = loop {
+        let (name, data) = cards.next().await;
+        if name == "appeared" {
+            break data["card"]["id"].as_str().unwrap().to_owned();
+        }
+    };
+    alice.post(&format!("/api/v1/approvals/{card}/answer"), json!({"choice": "allow"})).await;
+    let path = format!("/api/v1/conversations/{id}");
+    until_api(alice, &path, "the turn's end", |c| {
+        c["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["content"] == "It echoed."))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("MCP_ALLOWED_ORIGINS", &peer.origin()), ("PROVIDER_ALLOWED_ORIGINS", &model.origin())],
+    );
+    let base = server.base.clone();
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+    let open = json!({"registrationOpen": true, "usersCanAddMcpServers": true});
+    root.send("PATCH", "/api/v1/admin/settings", Some(open)).await;
+    let provider = root
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let mut alice = server.tab();
+    alice.register("alice", PASSWORD).await;
+
+    // The administrator adds server-everything to the catalogue.
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/admin/catalogue")).await;
+    browser.wait_live().await;
+    browser.type_into(".add-entry input[name=label]", "Everything").await;
+    browser.type_into(".add-entry input[name=address]", &peer.url()).await;
+    browser.type_into(".add-entry input[name=description]", "Every kind of tool.").await;
+    browser.type_into(".add-entry input[name=tags]", "demo, testing").await;
+    browser.click(".add-entry button.save-entry").await;
+    browser.wait_text(".admin-entry .label", "Everything").await;
+    browser.screenshot("admin-catalogue").await;
+    browser.wait_live().await;
+    browser.click("button.signout").await;
+    browser.wait_text("h2", "Sign in").await;
+
+    // Alice discovers it, unused so far, and filters by tag.
+    sign_in(&browser, &base, "alice").await;
+    browser.goto(&format!("{base}/settings/tools/discover?tag=demo")).await;
+    browser.wait_text(".catalogue-entry .usage", "In use: 0").await;
+    browser.goto(&format!("{base}/settings/tools/discover?q=nothing-like-it")).await;
+    browser.wait_text("main", "Nothing in the catalogue matches.").await;
+    browser.goto(&format!("{base}/settings/tools/discover")).await;
+    browser.wait_live().await;
+
+    // Register opens the add form pre-filled; the review shows the tools and the server's own
+    // claims before anything is stored.
+    browser.click(".catalogue-entry a.register").await;
+    browser.wait_text(".from-catalogue", "From the catalogue: Everything").await;
+    browser.wait_live().await;
+    assert_eq!(browser.value("input[name=address]").await, peer.url());
+    assert_eq!(browser.value("input[name=label]").await, "Everything");
+    browser.click("button.test").await;
+    let review = browser.wait_text(".test-result .review", "echo").await;
+    assert!(review.contains("The server says:"), "{review}");
+    assert!(review.contains("read-only:") && review.contains("open world:"), "{review}");
+    let echo = browser.text(".review-tool[data-tool=echo]").await;
+    assert!(echo.contains("message") && echo.contains("required"), "its argument: {echo}");
+    browser.screenshot("review-before-consent").await;
+    assert_eq!(alice.get("/api/v1/mcp/servers").await.json, json!([]), "nothing before consent");
+    browser.click("button.consent").await;
+    browser.wait_text(".card.server .label", "Everything").await;
+
+    // In use: 1, and it shows as added; a call counts once it went out.
+    browser.goto(&format!("{base}/settings/tools/discover")).await;
+    browser.wait_text(".catalogue-entry .usage", "In use: 1").await;
+    browser.wait_text(".catalogue-entry .added", "Added").await;
+    let servers = alice.get("/api/v1/mcp/servers").await.json;
+    let path = format!("/api/v1/mcp/servers/{}", servers[0]["id"].as_str().unwrap());
+    let detail = alice.get(&path).await.json;
+    let echo = detail["tools"].as_array().unwrap().iter().find(|t| t["name"] == "echo").unwrap()
+        ["modelName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    one_allowed_call(&mut alice, &model, &provider_id, &echo).await;
+    browser.reload().await;
+    browser.wait_text(".catalogue-entry .usage", "1 call in the last 30 days").await;
+
+    // Ratings: Alice gives four stars, the administrator two; the average follows.
+    browser.wait_live().await;
+    browser.click(".catalogue-entry button.star[data-stars=\"4\"]").await;
+    browser.wait_text(".catalogue-entry .average", "★ 4.0 (1 rating)").await;
+    let entry_id =
+        root.get("/api/v1/mcp/catalogue").await.json[0]["id"].as_str().unwrap().to_owned();
+    let rating = format!("/api/v1/mcp/catalogue/{entry_id}/rating");
+    root.send("PUT", &rating, Some(json!({"stars": 2}))).await;
+    browser.reload().await;
+    browser.wait_text(".catalogue-entry .average", "★ 3.0 (2 ratings)").await;
+    browser.screenshot("discover").await;
+
+    // A deeplink to a private address meets the policy when tested; a token in it is dropped.
+    let link = "/settings/tools/mcp/new?address=http%3A%2F%2F10.20.30.40%2Fmcp&label=Internal&token=sk-linked-token";
+    browser.goto(&format!("{base}{link}")).await;
+    browser.wait_text(".token-dropped", "it was ignored").await;
+    browser.wait_live().await;
+    assert_eq!(browser.value("input[name=token]").await, "");
+    assert!(!browser.source().await.contains("sk-linked-token"), "the token reached the page");
+    browser.click("button.test").await;
+    browser.wait_text(".add-server p.error", "MCP_ALLOWED_ORIGINS").await;
+    assert_eq!(alice.get("/api/v1/mcp/servers").await.json.as_array().unwrap().len(), 1);
+
+    // Without permission to add servers, the same link explains why.
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"usersCanAddMcpServers": false})))
+        .await;
+    browser
+        .goto(&format!("{base}/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp"))
+        .await;
+    browser.wait_text(".add-server .refusal", "not allowed for your account").await;
 }

@@ -6,30 +6,11 @@ use leptos::prelude::*;
 use llooma_types::{InstanceSettingsView, ProviderView};
 use serde_json::{Value, json};
 
-use crate::api;
 use crate::app::TopBar;
+use crate::forms::{change, input_value};
 use crate::model::Me;
 
 const HERE: &str = "/admin/instance";
-
-fn send(
-    method: &'static str,
-    path: String,
-    body: Value,
-    csrf: String,
-    error: RwSignal<Option<String>>,
-) {
-    api::spawn(async move {
-        match api::call(method, &path, Some(body), Some(&csrf)).await {
-            Ok(_) => api::go(HERE),
-            Err(failure) => error.set(Some(failure.message)),
-        }
-    });
-}
-
-fn input_value(node: NodeRef<leptos::html::Input>) -> String {
-    node.get().map(|i| i.value()).unwrap_or_default()
-}
 
 /// Model names typed as a comma-separated list.
 fn model_list(text: &str) -> Vec<String> {
@@ -42,6 +23,7 @@ pub(crate) fn AdminNav() -> impl IntoView {
     view! {
         <nav class="row admin-nav">
             <a href="/admin/mcp">"MCP servers"</a>
+            <a href="/admin/catalogue">"Catalogue"</a>
             <a href="/admin/instance">"Providers and instance"</a>
         </nav>
     }
@@ -75,12 +57,12 @@ pub fn AdminInstance(
             if !key.is_empty() {
                 body["apiKey"] = json!(key);
             }
-            send("POST", "/api/v1/admin/providers".into(), body, csrf.clone(), error);
+            change("POST", "/api/v1/admin/providers".into(), body, csrf.clone(), error, HERE);
         }
     };
     let settings_change = move |body: Value, csrf: String| {
         error.set(None);
-        send("PATCH", "/api/v1/admin/settings".into(), body, csrf, error);
+        change("PATCH", "/api/v1/admin/settings".into(), body, csrf, error, HERE);
     };
     let registration = {
         let csrf = csrf.clone();
@@ -205,10 +187,10 @@ fn ProviderCard(
         move |_| {
             error.set(None);
             let body = json!({"models": model_list(&input_value(models))});
-            send("PUT", format!("{path}/models"), body, csrf.clone(), error);
+            change("PUT", format!("{path}/models"), body, csrf.clone(), error, HERE);
         }
     };
-    let remove = move |_| send("DELETE", path.clone(), json!({}), csrf.clone(), error);
+    let remove = move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE);
     view! {
         <article class="card provider" data-provider=provider.name.clone()>
             <header class="row">

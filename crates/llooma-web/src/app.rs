@@ -56,6 +56,18 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::settings::AdminMcp me users_can_add servers />
         }
         .into_any(),
+        Page::Discover { me, entries, tags, query, tag } => view! {
+            <crate::discover::Discover me entries tags query tag />
+        }
+        .into_any(),
+        Page::AddServer { me, label, address, token_dropped, can_add, entry } => view! {
+            <crate::discover::AddServer me label address token_dropped can_add entry />
+        }
+        .into_any(),
+        Page::AdminCatalogue { me, entries } => view! {
+            <crate::discover::AdminCatalogue me entries />
+        }
+        .into_any(),
         Page::NotFound { me } => view! {
             <div class="page">
                 {me.map(|me| view! { <TopBar me /> })}

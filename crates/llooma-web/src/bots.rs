@@ -3,10 +3,11 @@
 
 use leptos::prelude::*;
 use llooma_types::{BOT_MCP_WARNING, BOT_TICKABLE_TOOLS, BotCardView, PersonaView, ProviderChoice};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::api;
 use crate::app::TopBar;
+use crate::forms::{change, input_value};
 use crate::model::Me;
 
 const HERE: &str = "/settings/bots";
@@ -19,25 +20,6 @@ fn tool_title(tool: &str) -> &'static str {
         "reasoning" => "Reasoning",
         _ => "Other",
     }
-}
-
-fn send(
-    method: &'static str,
-    path: String,
-    body: Value,
-    csrf: String,
-    error: RwSignal<Option<String>>,
-) {
-    api::spawn(async move {
-        match api::call(method, &path, Some(body), Some(&csrf)).await {
-            Ok(_) => api::go(HERE),
-            Err(failure) => error.set(Some(failure.message)),
-        }
-    });
-}
-
-fn input_value(node: NodeRef<leptos::html::Input>) -> String {
-    node.get().map(|i| i.value()).unwrap_or_default()
 }
 
 #[component]
@@ -82,7 +64,7 @@ pub fn SettingsBots(
             if !label.trim().is_empty() {
                 body["label"] = json!(label);
             }
-            send("POST", "/api/v1/bots".into(), body, csrf.clone(), error);
+            change("POST", "/api/v1/bots".into(), body, csrf.clone(), error, HERE);
         }
     };
     let empty = bots.is_empty();
@@ -193,17 +175,17 @@ fn BotCard(
                 "tools": tools.get_untracked(),
                 "mcp": mcp.get_untracked(),
             });
-            send("PATCH", path.clone(), body, csrf.clone(), error);
+            change("PATCH", path.clone(), body, csrf.clone(), error, HERE);
         }
     };
     let toggle = {
         let (csrf, path) = (csrf.clone(), path.clone());
         move |ev| {
             let body = json!({"enabled": event_target_checked(&ev)});
-            send("PATCH", path.clone(), body, csrf.clone(), error);
+            change("PATCH", path.clone(), body, csrf.clone(), error, HERE);
         }
     };
-    let remove = move |_| send("DELETE", path.clone(), json!({}), csrf.clone(), error);
+    let remove = move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE);
     let option = |value: &'static str, text: &'static str, current: RwSignal<String>| {
         view! { <option value=value selected=current.get_untracked() == value>{text}</option> }
     };

@@ -17,8 +17,11 @@ mod api;
 mod app;
 pub mod attach;
 mod bots;
+mod discover;
+mod forms;
 pub mod model;
 mod personas;
+mod review;
 mod settings;
 
 #[cfg(feature = "ssr")]

@@ -3,8 +3,8 @@
 //! sides build the same tree.
 
 use llooma_types::{
-    AdminMcpServerView, AnnounceCostView, ApprovalCardView, BotCardView, ConsentView,
-    ConversationDetail, ConversationView, InstanceSettingsView, McpServerDetail,
+    AdminMcpServerView, AnnounceCostView, ApprovalCardView, BotCardView, CatalogueEntryView,
+    ConsentView, ConversationDetail, ConversationView, InstanceSettingsView, McpServerDetail,
     McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice, ProviderView,
     ToolWordingView,
 };
@@ -22,7 +22,7 @@ pub struct Me {
 }
 
 /// One page and its data.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[allow(
     clippy::large_enum_variant,
     reason = "one value per page rendered, never in bulk (and the sizes differ on wasm32)"
@@ -79,6 +79,28 @@ pub enum Page {
     },
     /// Admin → Providers and instance.
     AdminInstance { me: Me, providers: Vec<ProviderView>, settings: InstanceSettingsView },
+    /// Settings → Tools → Discover: the instance's catalogue, searched and filtered by tag.
+    Discover {
+        me: Me,
+        entries: Vec<CatalogueEntryView>,
+        /// Every tag of the catalogue, for the filter.
+        tags: Vec<String>,
+        query: String,
+        tag: String,
+    },
+    /// Adding a server: from Settings → Tools, a catalogue entry or a registration deeplink.
+    AddServer {
+        me: Me,
+        label: String,
+        address: String,
+        /// The link carried a token, which was dropped.
+        token_dropped: bool,
+        can_add: bool,
+        /// The catalogue entry at this address, if any.
+        entry: Option<CatalogueEntryView>,
+    },
+    /// Admin → Catalogue.
+    AdminCatalogue { me: Me, entries: Vec<CatalogueEntryView> },
     /// Admin → MCP servers: every server of the instance.
     AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
     /// Nothing here (or not this account's).
@@ -98,6 +120,9 @@ impl Page {
             Page::SettingsPersonas { .. } => "Settings → Personas · Llooma".to_owned(),
             Page::AdminInstance { .. } => "Admin → Providers and instance · Llooma".to_owned(),
             Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
+            Page::Discover { .. } => "Settings → Tools → Discover · Llooma".to_owned(),
+            Page::AddServer { .. } => "Add an MCP server · Llooma".to_owned(),
+            Page::AdminCatalogue { .. } => "Admin → Catalogue · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }
     }

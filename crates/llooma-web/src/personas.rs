@@ -4,36 +4,13 @@
 
 use leptos::prelude::*;
 use llooma_types::{MemoryNoteView, PersonaView, ToolWordingView};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use crate::api;
 use crate::app::TopBar;
+use crate::forms::{change, input_value, text_value};
 use crate::model::Me;
 
 const HERE: &str = "/settings/personas";
-
-fn send(
-    method: &'static str,
-    path: String,
-    body: Value,
-    csrf: String,
-    error: RwSignal<Option<String>>,
-) {
-    api::spawn(async move {
-        match api::call(method, &path, Some(body), Some(&csrf)).await {
-            Ok(_) => api::go(HERE),
-            Err(failure) => error.set(Some(failure.message)),
-        }
-    });
-}
-
-fn input_value(node: NodeRef<leptos::html::Input>) -> String {
-    node.get().map(|i| i.value()).unwrap_or_default()
-}
-
-fn text_value(node: NodeRef<leptos::html::Textarea>) -> String {
-    node.get().map(|t| t.value()).unwrap_or_default()
-}
 
 #[component]
 pub fn SettingsPersonas(
@@ -56,7 +33,7 @@ pub fn SettingsPersonas(
                 "prompt": text_value(prompt),
                 "memoryEnabled": memory.get().is_some_and(|m| m.checked()),
             });
-            send("POST", "/api/v1/personas".into(), body, csrf.clone(), error);
+            change("POST", "/api/v1/personas".into(), body, csrf.clone(), error, HERE);
         }
     };
     let empty = personas.is_empty();
@@ -126,12 +103,12 @@ fn PersonaCard(
                 "prompt": text_value(prompt),
                 "memoryEnabled": memory.get().is_some_and(|m| m.checked()),
             });
-            send("PATCH", path.clone(), body, csrf.clone(), error);
+            change("PATCH", path.clone(), body, csrf.clone(), error, HERE);
         }
     };
     let delete = {
         let (csrf, path) = (csrf.clone(), path.clone());
-        move |_| send("DELETE", path.clone(), json!({}), csrf.clone(), error)
+        move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
     };
     let no_notes = notes.is_empty();
     view! {
@@ -172,12 +149,13 @@ fn PersonaCard(
                                     class="forget"
                                     type="button"
                                     on:click=move |_| {
-                                        send(
+                                        change(
                                             "DELETE",
                                             forget_path.clone(),
                                             json!({}),
                                             csrf.clone(),
                                             error,
+                                            HERE,
                                         )
                                     }
                                 >
@@ -207,7 +185,7 @@ fn WordingCard(
     let save = move |_| {
         error.set(None);
         let body = json!({"description": text_value(text)});
-        send("PUT", path.clone(), body, csrf.clone(), error);
+        change("PUT", path.clone(), body, csrf.clone(), error, HERE);
     };
     let own = wording.description.clone().unwrap_or_default();
     view! {

@@ -16,10 +16,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
-    AdminMcpServerView, AnnounceCostView, ApprovalCardView, BotCardView, ConsentView,
-    ConversationDetail, ConversationView, InstanceInfo, InstanceSettingsView, McpServerDetail,
-    McpServerView, McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice, ProviderView,
-    Role, SessionView, ToolWordingView,
+    ApprovalCardView, CatalogueEntryView, ConsentView, ConversationView, InstanceInfo,
+    InstanceSettingsView, McpServerDetail, McpServerView, McpToolSettingsView, MemoryNoteView,
+    PersonaView, Role, SessionView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -91,6 +90,9 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/", get(home))
         .route("/c/{id}", get(conversation))
         .route("/settings/tools", get(settings_tools))
+        .route("/settings/tools/discover", get(discover))
+        .route("/settings/tools/mcp/new", get(add_server))
+        .route("/admin/catalogue", get(admin_catalogue))
         .route("/settings/bots", get(settings_bots))
         .route("/settings/personas", get(settings_personas))
         .route("/admin/mcp", get(admin_mcp))
@@ -101,7 +103,15 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .with_state(web)
 }
 
+/// Who may see a page.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Anyone,
+    Administrators,
+}
+
 /// What a page handler has of its request: the cookie and the peer, for the API calls.
+#[derive(Clone)]
 struct Caller {
     cookie: Option<HeaderValue>,
     peer: Option<ConnectInfo<SocketAddr>>,
@@ -160,6 +170,27 @@ impl Web {
                 format!("unexpected answer from {path}: {e}"),
             )
         })
+    }
+
+    /// A page for a signed-in person: `load` builds it from the API's answers, called with the
+    /// request's own session. Signed out goes to sign-in; a page for administrators is "not
+    /// found" to anyone else, as is anything the API does not find.
+    async fn signed_in_page<F, Fut>(&self, caller: Caller, who: Who, load: F) -> Response
+    where
+        F: FnOnce(Web, Caller, Me) -> Fut,
+        Fut: Future<Output = Result<Page, Fail>>,
+    {
+        let me = match self.me(&caller).await {
+            Ok(me) => me,
+            Err(fail) => return self.failed(fail, None),
+        };
+        if who == Who::Administrators && !me.admin {
+            return self.failed(Fail::NotFound, Some(me));
+        }
+        match load(self.clone(), caller, me.clone()).await {
+            Ok(page) => self.page(StatusCode::OK, &page),
+            Err(fail) => self.failed(fail, Some(me)),
+        }
     }
 
     /// The account's MCP servers, each with its whole catalogue.
@@ -299,91 +330,119 @@ async fn conversation(
     UrlPath(id): UrlPath<String>,
     request: Request,
 ) -> Response {
-    let caller = Caller::of(&request);
-    let me = match web.me(&caller).await {
-        Ok(me) => me,
-        Err(fail) => return web.failed(fail, None),
-    };
-    if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-        return web.failed(Fail::NotFound, Some(me));
-    }
-    let loaded = async {
-        let detail: ConversationDetail =
-            web.get(&caller, &format!("/api/v1/conversations/{id}")).await?;
-        let cards: Vec<ApprovalCardView> = web.get(&caller, "/api/v1/approvals").await?;
-        let providers: Vec<ProviderChoice> = web.get(&caller, "/api/v1/providers").await?;
-        let personas: Vec<PersonaView> = web.get(&caller, "/api/v1/personas").await?;
+    web.signed_in_page(Caller::of(&request), Who::Anyone, move |web, caller, me| async move {
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(Fail::NotFound);
+        }
         let consent: ConsentView = web.get(&caller, "/api/v1/consent").await?;
         let servers = web.mcp_servers(&caller).await?;
-        let attachables = crate::attach::offer(&servers);
-        Ok::<_, Fail>((detail, cards, providers, personas, attachables, consent.mode == "rules"))
-    };
-    match loaded.await {
-        Ok((detail, cards, providers, personas, attachables, always_allow)) => web.page(
-            StatusCode::OK,
-            &Page::Conversation {
-                me,
-                detail,
-                cards,
-                providers,
-                personas,
-                attachables,
-                always_allow,
-                now_ms: now_ms(),
-            },
-        ),
-        Err(fail) => web.failed(fail, Some(me)),
-    }
+        Ok(Page::Conversation {
+            me,
+            detail: web.get(&caller, &format!("/api/v1/conversations/{id}")).await?,
+            cards: web.get(&caller, "/api/v1/approvals").await?,
+            providers: web.get(&caller, "/api/v1/providers").await?,
+            personas: web.get(&caller, "/api/v1/personas").await?,
+            attachables: crate::attach::offer(&servers),
+            always_allow: consent.mode == "rules",
+            now_ms: now_ms(),
+        })
+    })
+    .await
 }
 
 async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
-    let caller = Caller::of(&request);
-    let me = match web.me(&caller).await {
-        Ok(me) => me,
-        Err(fail) => return web.failed(fail, None),
-    };
-    let loaded = async {
-        let servers = web.mcp_servers(&caller).await?;
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
+        Ok(Page::SettingsTools {
+            me,
+            servers: web.mcp_servers(&caller).await?,
+            settings: web.get(&caller, "/api/v1/mcp/settings").await?,
+            cost: web.get(&caller, "/api/v1/mcp/announce-cost").await?,
+            consent: web.get(&caller, "/api/v1/consent").await?,
+        })
+    })
+    .await
+}
+
+/// A page's query, read leniently: an unknown or repeated field is not worth an error page.
+type PageQuery = axum::extract::Query<std::collections::HashMap<String, String>>;
+
+fn query_value(query: &PageQuery, name: &str) -> String {
+    query.get(name).map(|v| v.trim().to_owned()).unwrap_or_default()
+}
+
+/// `path?name=value&...` with the values percent-encoded.
+fn with_query(path: &str, pairs: &[(&str, &str)]) -> String {
+    let query: Vec<String> = pairs
+        .iter()
+        .map(|(name, value)| format!("{name}={}", llooma_types::encode_query_value(value)))
+        .collect();
+    format!("{path}?{}", query.join("&"))
+}
+
+async fn discover(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
+    let (q, tag) = (query_value(&query, "q"), query_value(&query, "tag"));
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
+        let every: Vec<CatalogueEntryView> = web.get(&caller, "/api/v1/mcp/catalogue").await?;
+        let tags: std::collections::BTreeSet<String> =
+            every.iter().flat_map(|e| e.tags.iter().cloned()).collect();
+        let path = with_query("/api/v1/mcp/catalogue", &[("q", &q), ("tag", &tag)]);
+        Ok(Page::Discover {
+            me,
+            entries: web.get(&caller, &path).await?,
+            tags: tags.into_iter().collect(),
+            query: q,
+            tag,
+        })
+    })
+    .await
+}
+
+/// The registration deeplink: `/settings/tools/mcp/new?address=…&label=…`. It only fills the
+/// form; a token in the link is dropped, and the address meets the same checks as a typed one
+/// when the person tests it.
+async fn add_server(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
+    let (address, label) = (query_value(&query, "address"), query_value(&query, "label"));
+    let token_dropped = query.contains_key("token");
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
         let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
-        let cost: AnnounceCostView = web.get(&caller, "/api/v1/mcp/announce-cost").await?;
-        let consent: ConsentView = web.get(&caller, "/api/v1/consent").await?;
-        Ok::<_, Fail>((servers, settings, cost, consent))
-    };
-    match loaded.await {
-        Ok((servers, settings, cost, consent)) => {
-            web.page(StatusCode::OK, &Page::SettingsTools { me, servers, settings, cost, consent })
-        }
-        Err(fail) => web.failed(fail, Some(me)),
-    }
+        let catalogue: Vec<CatalogueEntryView> = web.get(&caller, "/api/v1/mcp/catalogue").await?;
+        // Stored addresses are normalised (a bare host gains its `/`).
+        let entry = catalogue.into_iter().find(|e| {
+            !address.is_empty() && (e.address == address || e.address == format!("{address}/"))
+        });
+        Ok(Page::AddServer {
+            me,
+            label,
+            address,
+            token_dropped,
+            can_add: settings.can_add_servers,
+            entry,
+        })
+    })
+    .await
+}
+
+async fn admin_catalogue(State(web): State<Web>, request: Request) -> Response {
+    web.signed_in_page(Caller::of(&request), Who::Administrators, |web, caller, me| async move {
+        Ok(Page::AdminCatalogue { me, entries: web.get(&caller, "/api/v1/mcp/catalogue").await? })
+    })
+    .await
 }
 
 async fn settings_bots(State(web): State<Web>, request: Request) -> Response {
-    let caller = Caller::of(&request);
-    let me = match web.me(&caller).await {
-        Ok(me) => me,
-        Err(fail) => return web.failed(fail, None),
-    };
-    let loaded = async {
-        let bots: Vec<BotCardView> = web.get(&caller, "/api/v1/bots").await?;
-        let providers: Vec<ProviderChoice> = web.get(&caller, "/api/v1/providers").await?;
-        let personas: Vec<PersonaView> = web.get(&caller, "/api/v1/personas").await?;
-        Ok::<_, Fail>((bots, providers, personas))
-    };
-    match loaded.await {
-        Ok((bots, providers, personas)) => {
-            web.page(StatusCode::OK, &Page::SettingsBots { me, bots, providers, personas })
-        }
-        Err(fail) => web.failed(fail, Some(me)),
-    }
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
+        Ok(Page::SettingsBots {
+            me,
+            bots: web.get(&caller, "/api/v1/bots").await?,
+            providers: web.get(&caller, "/api/v1/providers").await?,
+            personas: web.get(&caller, "/api/v1/personas").await?,
+        })
+    })
+    .await
 }
 
 async fn settings_personas(State(web): State<Web>, request: Request) -> Response {
-    let caller = Caller::of(&request);
-    let me = match web.me(&caller).await {
-        Ok(me) => me,
-        Err(fail) => return web.failed(fail, None),
-    };
-    let loaded = async {
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
         let listed: Vec<PersonaView> = web.get(&caller, "/api/v1/personas").await?;
         let mut personas = Vec::with_capacity(listed.len());
         for persona in listed {
@@ -391,61 +450,36 @@ async fn settings_personas(State(web): State<Web>, request: Request) -> Response
             let notes: Vec<MemoryNoteView> = web.get(&caller, &path).await?;
             personas.push((persona, notes));
         }
-        let wordings: Vec<ToolWordingView> = web.get(&caller, "/api/v1/prompts/tools").await?;
-        Ok::<_, Fail>((personas, wordings))
-    };
-    match loaded.await {
-        Ok((personas, wordings)) => {
-            web.page(StatusCode::OK, &Page::SettingsPersonas { me, personas, wordings })
-        }
-        Err(fail) => web.failed(fail, Some(me)),
-    }
+        Ok(Page::SettingsPersonas {
+            me,
+            personas,
+            wordings: web.get(&caller, "/api/v1/prompts/tools").await?,
+        })
+    })
+    .await
 }
 
 async fn admin_mcp(State(web): State<Web>, request: Request) -> Response {
-    let caller = Caller::of(&request);
-    let me = match web.me(&caller).await {
-        Ok(me) => me,
-        Err(fail) => return web.failed(fail, None),
-    };
-    if !me.admin {
-        return web.failed(Fail::NotFound, Some(me));
-    }
-    let loaded = async {
+    web.signed_in_page(Caller::of(&request), Who::Administrators, |web, caller, me| async move {
         let settings: InstanceSettingsView = web.get(&caller, "/api/v1/admin/settings").await?;
-        let servers: Vec<AdminMcpServerView> =
-            web.get(&caller, "/api/v1/admin/mcp/servers").await?;
-        Ok::<_, Fail>((settings, servers))
-    };
-    match loaded.await {
-        Ok((settings, servers)) => web.page(
-            StatusCode::OK,
-            &Page::AdminMcp { me, users_can_add: settings.users_can_add_mcp_servers, servers },
-        ),
-        Err(fail) => web.failed(fail, Some(me)),
-    }
+        Ok(Page::AdminMcp {
+            me,
+            users_can_add: settings.users_can_add_mcp_servers,
+            servers: web.get(&caller, "/api/v1/admin/mcp/servers").await?,
+        })
+    })
+    .await
 }
 
 async fn admin_instance(State(web): State<Web>, request: Request) -> Response {
-    let caller = Caller::of(&request);
-    let me = match web.me(&caller).await {
-        Ok(me) => me,
-        Err(fail) => return web.failed(fail, None),
-    };
-    if !me.admin {
-        return web.failed(Fail::NotFound, Some(me));
-    }
-    let loaded = async {
-        let providers: Vec<ProviderView> = web.get(&caller, "/api/v1/admin/providers").await?;
-        let settings: InstanceSettingsView = web.get(&caller, "/api/v1/admin/settings").await?;
-        Ok::<_, Fail>((providers, settings))
-    };
-    match loaded.await {
-        Ok((providers, settings)) => {
-            web.page(StatusCode::OK, &Page::AdminInstance { me, providers, settings })
-        }
-        Err(fail) => web.failed(fail, Some(me)),
-    }
+    web.signed_in_page(Caller::of(&request), Who::Administrators, |web, caller, me| async move {
+        Ok(Page::AdminInstance {
+            me,
+            providers: web.get(&caller, "/api/v1/admin/providers").await?,
+            settings: web.get(&caller, "/api/v1/admin/settings").await?,
+        })
+    })
+    .await
 }
 
 async fn not_found(State(web): State<Web>, request: Request) -> Response {

@@ -4,35 +4,15 @@
 
 use leptos::prelude::*;
 use llooma_types::{
-    AdminMcpServerView, AnnounceCostView, ConsentView, McpServerDetail, McpServerView,
-    McpTestReport, McpToolSettingsView, ToolCostView,
+    AdminMcpServerView, AnnounceCostView, ConsentView, McpRefreshReport, McpServerDetail,
+    McpServerView, McpToolSettingsView, ToolCostView,
 };
 use serde_json::{Value, json};
 
 use crate::api;
 use crate::app::TopBar;
+use crate::forms::{change, input_value};
 use crate::model::Me;
-
-/// Sends one change; reloads the page when it worked, shows why when it did not.
-fn change(
-    method: &'static str,
-    path: String,
-    body: Value,
-    csrf: String,
-    error: RwSignal<Option<String>>,
-    reload: &'static str,
-) {
-    api::spawn(async move {
-        match api::call(method, &path, Some(body), Some(&csrf)).await {
-            Ok(_) => api::go(reload),
-            Err(failure) => error.set(Some(failure.message)),
-        }
-    });
-}
-
-fn input_value(node: NodeRef<leptos::html::Input>) -> String {
-    node.get().map(|i| i.value()).unwrap_or_default()
-}
 
 fn status(server: &McpServerView) -> &'static str {
     if server.suspended.is_some() {
@@ -56,45 +36,7 @@ pub fn SettingsTools(
     const HERE: &str = "/settings/tools";
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
-    let report = RwSignal::new(None::<McpTestReport>);
-    let label = NodeRef::<leptos::html::Input>::new();
-    let address = NodeRef::<leptos::html::Input>::new();
-    let token = NodeRef::<leptos::html::Input>::new();
     let budget = NodeRef::<leptos::html::Input>::new();
-    let form = move || {
-        let mut body = json!({"label": input_value(label), "address": input_value(address)});
-        let token = input_value(token);
-        if !token.is_empty() {
-            body["token"] = json!(token);
-        }
-        body
-    };
-    let test = {
-        let csrf = csrf.clone();
-        move |_| {
-            let csrf = csrf.clone();
-            report.set(None);
-            error.set(None);
-            api::spawn(async move {
-                match api::call("POST", "/api/v1/mcp/servers/test", Some(form()), Some(&csrf)).await
-                {
-                    Ok(found) => match serde_json::from_value::<McpTestReport>(found) {
-                        Ok(found) => report.set(Some(found)),
-                        Err(e) => error.set(Some(format!("Unexpected answer: {e}"))),
-                    },
-                    Err(failure) => error.set(Some(failure.message)),
-                }
-            });
-        }
-    };
-    let add = {
-        let csrf = csrf.clone();
-        move |ev: leptos::ev::SubmitEvent| {
-            ev.prevent_default();
-            error.set(None);
-            change("POST", "/api/v1/mcp/servers".into(), form(), csrf.clone(), error, HERE);
-        }
-    };
     let save_budget = {
         let csrf = csrf.clone();
         move |_| {
@@ -169,52 +111,10 @@ pub fn SettingsTools(
             <main class="narrow settings">
                 <h1>"Settings → Tools"</h1>
                 <p class="error" role="alert">{move || error.get()}</p>
+                <crate::discover::ToolsNav />
                 <section class="card">
                     <h2>"Add an MCP server"</h2>
-                    <form class="stack add-server" on:submit=add>
-                        <label>"Label" <input node_ref=label name="label" placeholder="Home" /></label>
-                        <label>
-                            "Address"
-                            <input
-                                node_ref=address
-                                name="address"
-                                placeholder="https://mcp.example.org/mcp"
-                                required
-                            />
-                        </label>
-                        <label>
-                            "Token (optional; never shown again)"
-                            <input node_ref=token name="token" type="password" autocomplete="off" />
-                        </label>
-                        <div class="row">
-                            <button class="test" type="button" on:click=test>"Test"</button>
-                            <button class="primary add" type="submit">"Add"</button>
-                        </div>
-                    </form>
-                    {move || {
-                        report
-                            .get()
-                            .map(|found| {
-                                view! {
-                                    <div class="test-result">
-                                        <p>
-                                            {found
-                                                .server_name
-                                                .clone()
-                                                .unwrap_or_else(|| "The server".to_owned())}
-                                            {format!(" answers with {} tools:", found.tools.len())}
-                                        </p>
-                                        <ul class="tool-names">
-                                            {found
-                                                .tools
-                                                .into_iter()
-                                                .map(|t| view! { <li>{t.name}</li> })
-                                                .collect_view()}
-                                        </ul>
-                                    </div>
-                                }
-                            })
-                    }}
+                    <crate::review::AddServerForm csrf=csrf.clone() can_add=settings.can_add_servers token_help=None />
                 </section>
                 <h2>"Your MCP servers"</h2>
                 {empty.then(|| view! { <p class="hint">"None yet."</p> })}
@@ -400,6 +300,19 @@ pub fn SettingsTools(
     }
 }
 
+/// What "Update tools" found, in a sentence.
+fn refresh_words(found: &McpRefreshReport) -> String {
+    let list = |names: Vec<String>| {
+        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    };
+    format!(
+        "Added: {}. Removed: {}. Changed: {}.",
+        list(found.added.clone()),
+        list(found.removed.clone()),
+        list(found.changed.iter().map(|c| c.name.clone()).collect()),
+    )
+}
+
 fn cost_words(cost: &ToolCostView) -> String {
     format!(
         "{} tool definitions, {} bytes (about {} tokens)",
@@ -428,36 +341,31 @@ fn ServerCard(
             change("PATCH", path.clone(), body, csrf.clone(), error, HERE);
         }
     };
+    // "Update tools": removals apply at once; new or changed tools wait for this review.
+    let review = RwSignal::new(None::<McpRefreshReport>);
     let refresh = {
         let (csrf, path) = (csrf.clone(), path.clone());
-        move |_| {
+        move |reviewed: Option<String>| {
             let (csrf, path) = (csrf.clone(), format!("{path}/refresh"));
+            let accepting = reviewed.is_some();
+            let body = reviewed.map_or_else(|| json!({}), |d| json!({"reviewedTools": d}));
+            review.set(None);
             api::spawn(async move {
-                match api::call("POST", &path, Some(json!({})), Some(&csrf)).await {
-                    Ok(found) => {
-                        let list = |key: &str| {
-                            found[key]
-                                .as_array()
-                                .map(|a| {
-                                    a.iter()
-                                        .filter_map(|v| v.as_str().or_else(|| v["name"].as_str()))
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                })
-                                .filter(|s| !s.is_empty())
-                                .unwrap_or_else(|| "none".to_owned())
-                        };
-                        news.set(Some(format!(
-                            "Added: {}. Removed: {}. Changed: {}.",
-                            list("added"),
-                            list("removed"),
-                            list("changed")
-                        )));
-                    }
+                match api::call("POST", &path, Some(body), Some(&csrf)).await {
+                    Ok(found) => match serde_json::from_value::<McpRefreshReport>(found) {
+                        Ok(found) if found.applied && accepting => api::go(HERE),
+                        Ok(found) if found.applied => news.set(Some(refresh_words(&found))),
+                        Ok(found) => review.set(Some(found)),
+                        Err(e) => error.set(Some(format!("Unexpected answer: {e}"))),
+                    },
                     Err(failure) => error.set(Some(failure.message)),
                 }
             });
         }
+    };
+    let update = {
+        let refresh = refresh.clone();
+        move |_| refresh(None)
     };
     let groups = detail
         .groups
@@ -534,10 +442,47 @@ fn ServerCard(
                     <input type="checkbox" name="enabled" checked=server.enabled on:change=toggle />
                     "On"
                 </label>
-                <button class="refresh" type="button" on:click=refresh>"Update tools"</button>
+                <button class="refresh" type="button" on:click=update>"Update tools"</button>
                 <button class="remove" type="button" on:click=remove>"Remove"</button>
             </div>
             <p class="news">{move || news.get()}</p>
+            {move || {
+                review
+                    .get()
+                    .map(|found| {
+                        let refresh = refresh.clone();
+                        let digest = found.tools_digest.clone();
+                        let mut highlight = found.added.clone();
+                        highlight.extend(found.changed.iter().map(|c| c.name.clone()));
+                        view! {
+                            <div class="tools-review">
+                                <p class="warning">
+                                    {format!(
+                                        "{} Review the new list: until you accept it, the tools you already consented to stay in use.",
+                                        refresh_words(&found),
+                                    )}
+                                </p>
+                                <crate::review::ToolReview
+                                    tools=found.tools.clone()
+                                    groups=found.groups.clone()
+                                    highlight
+                                />
+                                <div class="row">
+                                    <button
+                                        class="accept-tools primary"
+                                        type="button"
+                                        on:click=move |_| refresh(Some(digest.clone()))
+                                    >
+                                        "Accept the new tools"
+                                    </button>
+                                    <button class="cancel" type="button" on:click=move |_| review.set(None)>
+                                        "Not now"
+                                    </button>
+                                </div>
+                            </div>
+                        }
+                    })
+            }}
             <details class="tool-list">
                 <summary>{format!("All {tool_total} tools")}</summary>
                 <ul>{tools}</ul>

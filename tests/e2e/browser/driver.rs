@@ -195,6 +195,13 @@ impl Browser {
         self.must("GET", &format!("/element/{id}/text"), None).await.as_str().unwrap().to_owned()
     }
 
+    /// The current value of a form field.
+    pub async fn value(&self, css: &str) -> String {
+        let id = self.find(css).await;
+        let value = self.must("GET", &format!("/element/{id}/property/value"), None).await;
+        value.as_str().unwrap_or_default().to_owned()
+    }
+
     /// Waits until the first element matching `css` shows `wanted`; returns its text.
     pub async fn wait_text(&self, css: &str, wanted: &str) -> String {
         let deadline = Instant::now() + WAIT;

@@ -1,0 +1,35 @@
+//! What the settings and admin pages share: send one change and reload the page from the
+//! server (so what is shown is always what is stored), and read a field.
+
+use leptos::prelude::*;
+use serde_json::Value;
+
+use crate::api;
+
+/// Sends one change; reloads `reload` when it worked, shows why in `error` when it did not.
+pub fn change(
+    method: &'static str,
+    path: String,
+    body: Value,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+    reload: impl Into<String>,
+) {
+    let reload = reload.into();
+    api::spawn(async move {
+        match api::call(method, &path, Some(body), Some(&csrf)).await {
+            Ok(_) => api::go(&reload),
+            Err(failure) => error.set(Some(failure.message)),
+        }
+    });
+}
+
+/// The text in an input field (empty before hydration).
+pub fn input_value(node: NodeRef<leptos::html::Input>) -> String {
+    node.get().map(|i| i.value()).unwrap_or_default()
+}
+
+/// The text in a text area (empty before hydration).
+pub fn text_value(node: NodeRef<leptos::html::Textarea>) -> String {
+    node.get().map(|t| t.value()).unwrap_or_default()
+}
