@@ -802,6 +802,11 @@ async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
     browser.type_into(".add-entry input[name=tags]", "demo, testing").await;
     browser.click(".add-entry button.save-entry").await;
     browser.wait_text(".admin-entry .label", "Everything").await;
+    browser.wait_live().await;
+    browser.click(".admin-entry details.edit summary").await;
+    browser.type_into(".admin-entry input[name=description]", " Try it.").await;
+    browser.click(".admin-entry button.save-entry").await;
+    browser.wait_text(".admin-entry .description", "Every kind of tool. Try it.").await;
     browser.screenshot("admin-catalogue").await;
     browser.wait_live().await;
     browser.click("button.signout").await;
@@ -829,6 +834,7 @@ async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
     assert!(review.contains("read-only:") && review.contains("open world:"), "{review}");
     let echo = browser.text(".review-tool[data-tool=echo]").await;
     assert!(echo.contains("message") && echo.contains("required"), "its argument: {echo}");
+    browser.scroll_to(".test-result").await;
     browser.screenshot("review-before-consent").await;
     assert_eq!(alice.get("/api/v1/mcp/servers").await.json, json!([]), "nothing before consent");
     browser.click("button.consent").await;

@@ -642,3 +642,22 @@ pub struct ConsentView {
     pub grants: Vec<ConsentGrantView>,
     pub rules: Vec<ConsentRuleView>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_register_link_carries_the_address_and_label_encoded_and_nothing_else() {
+        let link = register_link("https://mcp.example.org/mcp?team=a&b", "Team & Co");
+        assert_eq!(
+            link,
+            "/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp%3Fteam%3Da%26b\
+             &label=Team%20%26%20Co"
+        );
+        assert_eq!(
+            register_link("https://x.example/", ""),
+            "/settings/tools/mcp/new?address=https%3A%2F%2Fx.example%2F"
+        );
+    }
+}

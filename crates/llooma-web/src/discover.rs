@@ -300,17 +300,6 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
                     "Servers people can pick from under Settings → Tools → Discover. An entry only suggests: each person still tests, reviews and consents, under the instance's network policy."
                 </p>
                 <p class="error" role="alert">{move || error.get()}</p>
-                <section class="card add-entry">
-                    <h2>"Add an entry"</h2>
-                    <EntryForm
-                        csrf=csrf.clone()
-                        error
-                        method="POST"
-                        path="/api/v1/admin/mcp/catalogue".to_owned()
-                        entry=None
-                        button="Add to the catalogue"
-                    />
-                </section>
                 {empty.then(|| view! { <p class="hint">"The catalogue is empty."</p> })}
                 {entries
                     .into_iter()
@@ -362,6 +351,17 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
                         }
                     })
                     .collect_view()}
+                <section class="card add-entry">
+                    <h2>"Add an entry"</h2>
+                    <EntryForm
+                        csrf=csrf.clone()
+                        error
+                        method="POST"
+                        path="/api/v1/admin/mcp/catalogue".to_owned()
+                        entry=None
+                        button="Add to the catalogue"
+                    />
+                </section>
             </main>
         </div>
     }

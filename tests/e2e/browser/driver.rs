@@ -286,6 +286,13 @@ impl Browser {
         }
     }
 
+    /// Scrolls so the first element matching `css` is at the top of the window.
+    pub async fn scroll_to(&self, css: &str) {
+        self.find(css).await;
+        let script = "document.querySelector(arguments[0]).scrollIntoView({block: 'start'});";
+        self.must("POST", "/execute/sync", Some(json!({"script": script, "args": [css]}))).await;
+    }
+
     /// Whether the document is wider than the window.
     pub async fn overflows(&self) -> bool {
         let script = "return document.documentElement.scrollWidth > window.innerWidth;";
