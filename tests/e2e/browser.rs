@@ -887,3 +887,56 @@ async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
         .await;
     browser.wait_text(".add-server .refusal", "not allowed for your account").await;
 }
+
+#[tokio::test]
+async fn browser_update_tools_shows_new_tools_for_review_and_they_join_only_when_accepted() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let base = server.base.clone();
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+    let added = root.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()}));
+    let id = added.await.json["server"]["id"].as_str().unwrap().to_owned();
+    let before = root.get(&format!("/api/v1/mcp/servers/{id}")).await.json["tools"]
+        .as_array()
+        .unwrap()
+        .len();
+
+    // The gateway gains a tool behind Llooma's back.
+    let policy =
+        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
+            .unwrap();
+    let other =
+        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    other
+        .call_tool(&peer.url(), None, "gateway-add_tool", json!({"name": "Chatto-delete_room"}))
+        .await
+        .unwrap();
+
+    // Update tools shows it for review; "Not now" keeps the list consented to.
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/settings/tools")).await;
+    browser.wait_live().await;
+    browser.click(".card.server button.refresh").await;
+    let review = browser.wait_text(".tools-review", "Chatto-delete_room").await;
+    assert!(review.contains("Added: Chatto-delete_room"), "{review}");
+    browser.wait_text(".review-tool[data-tool=\"Chatto-delete_room\"] .badge", "new").await;
+    let path = format!("/api/v1/mcp/servers/{id}");
+    assert_eq!(root.get(&path).await.json["tools"].as_array().unwrap().len(), before);
+    browser.click(".tools-review button.cancel").await;
+    browser.wait_gone(".tools-review").await;
+    assert_eq!(root.get(&path).await.json["tools"].as_array().unwrap().len(), before);
+
+    // Accepted, it joins.
+    browser.click(".card.server button.refresh").await;
+    browser.wait_text(".tools-review", "Chatto-delete_room").await;
+    browser.click(".tools-review button.accept-tools").await;
+    until_api(&mut root, &path, "the accepted tool", |d| {
+        d["tools"].as_array().is_some_and(|t| t.iter().any(|t| t["name"] == "Chatto-delete_room"))
+    })
+    .await;
+    browser.wait_live().await;
+    browser.wait_text(".card.server .meta", &format!("{} tools", before + 1)).await;
+}

@@ -175,14 +175,7 @@ fn card(b: &BotIntegration, provided: &[&str]) -> BotCard {
 }
 
 fn clean_label(label: Option<&str>, fallback: &str) -> Result<String, ApiError> {
-    let label = label.map(str::trim).filter(|l| !l.is_empty()).unwrap_or(fallback).to_owned();
-    if label.chars().count() > MAX_LABEL_CHARS || label.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            "invalid_label",
-            format!("A label has at most {MAX_LABEL_CHARS} characters and no control characters."),
-        ));
-    }
-    Ok(label)
+    crate::fields::label(label, || fallback.to_owned(), MAX_LABEL_CHARS)
 }
 
 fn clean_address(address: &str) -> Result<String, ApiError> {

@@ -16,6 +16,7 @@ mod conversations;
 mod csrf;
 pub mod error;
 mod extract;
+mod fields;
 mod mcp;
 mod mcp_watch;
 mod passwords;

@@ -100,20 +100,13 @@ fn mcp_error(err: McpError) -> ApiError {
 }
 
 pub(crate) fn clean_label(label: Option<&str>, address: &str) -> Result<String, ApiError> {
-    let label =
-        label.map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).unwrap_or_else(|| {
-            url::Url::parse(address)
-                .ok()
-                .and_then(|u| u.host_str().map(str::to_owned))
-                .unwrap_or_else(|| "server".to_owned())
-        });
-    if label.chars().count() > MAX_LABEL_CHARS || label.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            "invalid_label",
-            format!("A label has at most {MAX_LABEL_CHARS} characters and no control characters."),
-        ));
-    }
-    Ok(label)
+    let host = || {
+        url::Url::parse(address)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_else(|| "server".to_owned())
+    };
+    crate::fields::label(label, host, MAX_LABEL_CHARS)
 }
 
 pub(crate) fn clean_address(address: &str) -> Result<String, ApiError> {
