@@ -71,15 +71,7 @@ async fn browser_first_run_sign_in_chat_and_a_card_answered_in_another_tab() {
         .post("/api/v1/mcp/servers", json!({"label": "everything", "address": peer.url()}))
         .await;
     assert_eq!(added.status, 201, "{added:?}");
-    let echo = added.json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "echo")
-        .unwrap()["modelName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let echo = crate::conversations::model_name_in(&added.json, "echo");
     model.push(Reply::tool_call(&echo, json!({"message": "hello from the card"})));
     model.push(Reply::text("The server echoed it."));
     model.push(Reply::tool_call(&echo, json!({"message": "a second call"})));
@@ -740,36 +732,6 @@ async fn browser_the_composer_attaches_a_resource_a_filled_template_and_a_prompt
     browser.wait_gone(".chips .chip").await;
 }
 
-/// Alice calls `tool` (a tool of her server) once through the API, allowing its card.
-async fn one_allowed_call(alice: &mut Tab, model: &FakeModel, provider_id: &str, tool: &str) {
-    let conversation = alice
-        .post(
-            "/api/v1/conversations",
-            json!({"title": "Echo", "providerId": provider_id, "model": "fake-model"}),
-        )
-        .await;
-    let id = conversation.json["id"].as_str().unwrap().to_owned();
-    alice
-        .send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
-        .await;
-    model.push(Reply::tool_call(tool, json!({"message": "hello"})));
-    model.push(Reply::text("It echoed."));
-    let mut cards = crate::support::Events::open(alice, "/api/v1/approvals/events", None).await;
-    alice.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "echo"})).await;
-    let card = loop {
-        let (name, data) = cards.next().await;
-        if name == "appeared" {
-            break data["card"]["id"].as_str().unwrap().to_owned();
-        }
-    };
-    alice.post(&format!("/api/v1/approvals/{card}/answer"), json!({"choice": "allow"})).await;
-    let path = format!("/api/v1/conversations/{id}");
-    until_api(alice, &path, "the turn's end", |c| {
-        c["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["content"] == "It echoed."))
-    })
-    .await;
-}
-
 #[tokio::test]
 async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
     let Some(peer) = crate::peers::everything() else { return };
@@ -847,12 +809,8 @@ async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
     let servers = alice.get("/api/v1/mcp/servers").await.json;
     let path = format!("/api/v1/mcp/servers/{}", servers[0]["id"].as_str().unwrap());
     let detail = alice.get(&path).await.json;
-    let echo = detail["tools"].as_array().unwrap().iter().find(|t| t["name"] == "echo").unwrap()
-        ["modelName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    one_allowed_call(&mut alice, &model, &provider_id, &echo).await;
+    let echo = crate::conversations::model_name_in(&detail, "echo");
+    crate::catalogue::one_allowed_call(&mut alice, &model, &provider_id, &echo).await;
     browser.reload().await;
     browser.wait_text(".catalogue-entry .usage", "1 call in the last 30 days").await;
 

@@ -13,8 +13,14 @@ fn only_entry(list: &Value) -> &Value {
     &entries[0]
 }
 
-/// Alice calls the `echo` tool of her server `everything` once, allowing the card.
-async fn one_allowed_call(alice: &mut Tab, model: &FakeModel, provider_id: &str, tool: &str) {
+/// The account behind `tab` calls `tool` (a model-facing name of one of its MCP tools) once in a
+/// new conversation, allowing the card, and waits for the turn's end.
+pub(crate) async fn one_allowed_call(
+    alice: &mut Tab,
+    model: &FakeModel,
+    provider_id: &str,
+    tool: &str,
+) {
     let conversation = alice
         .post(
             "/api/v1/conversations",
@@ -126,15 +132,7 @@ async fn discover_counts_use_per_instance_rates_and_registers_only_what_was_revi
     let added = alice.post("/api/v1/mcp/servers", consented).await;
     assert_eq!(added.status, 201, "{added:?}");
     let alice_server = added.json["server"]["id"].as_str().unwrap().to_owned();
-    let echo = added.json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "echo")
-        .unwrap()["modelName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let echo = crate::conversations::model_name_in(&added.json, "echo");
 
     // In use by one account: Alice sees it as hers, the administrator only sees the count.
     let mine = alice.get("/api/v1/mcp/catalogue").await;

@@ -50,7 +50,7 @@ async fn mcp_world(peer: &llooma_test_support::peers::Peer) -> McpWorld {
 }
 
 /// The model-facing name the server answered for one of the added server's tools.
-fn model_name_in(added: &Value, tool: &str) -> String {
+pub(crate) fn model_name_in(added: &Value, tool: &str) -> String {
     let tools = added["tools"].as_array().unwrap();
     let found = tools.iter().find(|t| t["name"] == tool).unwrap();
     found["modelName"].as_str().unwrap().to_owned()
