@@ -34,7 +34,10 @@ const STATEMENTS: &[&str] = &[
         PRIMARY KEY (entry_id, account_id)
     )",
     "CREATE INDEX mcp_servers_by_address ON mcp_servers (address)",
-    "CREATE INDEX approval_calls_by_address ON approval_calls (server_address, created_at_ms)",
+    // Only calls that went out are counted: a partial index that covers the count, so it never
+    // reads the table (measured: `cargo bench -p llooma-store --bench catalogue`).
+    "CREATE INDEX approval_calls_sent_by_address ON approval_calls (server_address, created_at_ms)
+        WHERE state = 'allowed'",
 ];
 
 #[async_trait::async_trait]

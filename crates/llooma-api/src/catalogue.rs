@@ -218,7 +218,6 @@ async fn all_views(
     account_id: &str,
 ) -> Result<Vec<CatalogueEntryView>, ApiError> {
     let since = llooma_store::now_ms() - USAGE_DAYS * 24 * 3600 * 1000;
-    let usage = state.store.usage_by_address(since).await?;
     let ratings = state.store.catalogue_ratings().await?;
     let mine = state.store.my_catalogue_ratings(account_id).await?;
     let added: HashSet<String> =
@@ -234,6 +233,9 @@ async fn all_views(
         .await?
         .into_iter()
         .map(|CatalogueEntry { id, entry, .. }| (id, entry, false));
+    let entries: Vec<(String, NewCatalogueEntry, bool)> = file.chain(stored).collect();
+    let addresses: Vec<String> = entries.iter().map(|(_, e, _)| e.address.clone()).collect();
+    let usage = state.store.usage_by_address(&addresses, since).await?;
     let view = |(id, entry, from_file): (String, NewCatalogueEntry, bool)| {
         let used = usage.get(&entry.address).copied().unwrap_or_default();
         let rated = ratings.get(&id).copied().unwrap_or_default();
@@ -250,7 +252,7 @@ async fn all_views(
             CatalogueRatingView { average, count: rated.count, mine: mine.get(&view.id).copied() };
         view
     };
-    Ok(file.chain(stored).map(view).collect())
+    Ok(entries.into_iter().map(view).collect())
 }
 
 /// `GET /api/v1/mcp/catalogue?q=&tag=`: the catalogue with usage and ratings.

@@ -223,19 +223,35 @@ impl Store {
             .collect())
     }
 
-    /// Usage of each address that has any: accounts that added a server there, and calls that
-    /// went out to it since `since_ms`. Counts only; no account is named.
+    /// Usage of each of `addresses` that has any: accounts that added a server there, and calls
+    /// that went out to it since `since_ms`. Counts only; no account is named.
     pub async fn usage_by_address(
         &self,
+        addresses: &[String],
         since_ms: i64,
     ) -> StoreResult<HashMap<String, CatalogueUsage>> {
-        let backend = self.backend();
         let mut out: HashMap<String, CatalogueUsage> = HashMap::new();
+        if addresses.is_empty() {
+            return Ok(out);
+        }
+        let backend = self.backend();
+        let list = |first: usize| {
+            (0..addresses.len())
+                .map(|i| placeholder(backend, first + i))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let values = || addresses.iter().map(|a| a.clone().into()).collect::<Vec<sea_orm::Value>>();
         let added = self
             .db
-            .query_all_raw(Statement::from_string(
+            .query_all_raw(Statement::from_sql_and_values(
                 backend,
-                "SELECT address, COUNT(DISTINCT account_id) FROM mcp_servers GROUP BY address",
+                format!(
+                    "SELECT address, COUNT(DISTINCT account_id) FROM mcp_servers \
+                     WHERE address IN ({}) GROUP BY address",
+                    list(1)
+                ),
+                values(),
             ))
             .await?;
         for row in added {
@@ -243,16 +259,20 @@ impl Store {
             let accounts: i64 = row.try_get_by_index(1)?;
             out.entry(address).or_default().accounts = u64::try_from(accounts).unwrap_or_default();
         }
+        let mut bound = values();
+        bound.push(since_ms.into());
         let calls = self
             .db
             .query_all_raw(Statement::from_sql_and_values(
                 backend,
                 format!(
                     "SELECT server_address, COUNT(*) FROM approval_calls \
-                     WHERE created_at_ms >= {} AND state = 'allowed' GROUP BY server_address",
-                    placeholder(backend, 1)
+                     WHERE server_address IN ({}) AND created_at_ms >= {} AND state = 'allowed' \
+                     GROUP BY server_address",
+                    list(1),
+                    placeholder(backend, addresses.len() + 1)
                 ),
-                [since_ms.into()],
+                bound,
             ))
             .await?;
         for row in calls {

@@ -106,11 +106,17 @@ async fn usage_counts_accounts_and_calls_that_went_out_per_address() {
     broker.request(new_call(&bob, json!({"to": "pending"}))).await.unwrap();
 
     let before = llooma_store::now_ms() - 60_000;
-    let usage = store.usage_by_address(before).await.unwrap();
+    let elsewhere = "https://elsewhere.example/mcp".to_owned();
+    let asked = [SERVER.to_owned(), elsewhere.clone(), "https://unused.example/mcp".to_owned()];
+    let usage = store.usage_by_address(&asked, before).await.unwrap();
     assert_eq!((usage[SERVER].accounts, usage[SERVER].calls), (2, 3));
     assert_eq!(usage["https://elsewhere.example/mcp"].accounts, 1);
     assert_eq!(usage["https://elsewhere.example/mcp"].calls, 0);
-    // Calls older than the window do not count.
-    let later = store.usage_by_address(llooma_store::now_ms() + 60_000).await.unwrap();
+    assert!(!usage.contains_key("https://unused.example/mcp"));
+    // Only the addresses asked about are counted; calls older than the window do not count.
+    let only = store.usage_by_address(&[elsewhere], before).await.unwrap();
+    assert!(!only.contains_key(SERVER));
+    let later = store.usage_by_address(&asked, llooma_store::now_ms() + 60_000).await.unwrap();
     assert_eq!((later[SERVER].accounts, later[SERVER].calls), (2, 0));
+    assert!(store.usage_by_address(&[], before).await.unwrap().is_empty());
 }
