@@ -827,12 +827,17 @@ async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
     browser.screenshot("discover").await;
 
     // A deeplink to a private address meets the policy when tested; a token in it is dropped.
-    let link = "/settings/tools/mcp/new?address=http%3A%2F%2F10.20.30.40%2Fmcp&label=Internal&token=sk-linked-token";
+    // A token in the link, or a key inside its address, is dropped and named.
+    let link = "/settings/tools/mcp/new?address=http%3A%2F%2F10.20.30.40%2Fmcp%3Fapi_key%3Dsk-in-address\
+                &label=Internal&Token=sk-linked-token";
     browser.goto(&format!("{base}{link}")).await;
-    browser.wait_text(".token-dropped", "it was ignored").await;
+    let warning = browser.wait_text(".token-dropped", "it was ignored").await;
+    assert!(warning.contains("Token") && warning.contains("api_key"), "{warning}");
     browser.wait_live().await;
     assert_eq!(browser.value("input[name=token]").await, "");
-    assert!(!browser.source().await.contains("sk-linked-token"), "the token reached the page");
+    assert_eq!(browser.value("input[name=address]").await, "http://10.20.30.40/mcp");
+    let source = browser.source().await;
+    assert!(!source.contains("sk-linked-token") && !source.contains("sk-in-address"), "{source}");
     browser.click("button.test").await;
     browser.wait_text(".add-server p.error", "MCP_ALLOWED_ORIGINS").await;
     assert_eq!(alice.get("/api/v1/mcp/servers").await.json.as_array().unwrap().len(), 1);

@@ -99,6 +99,20 @@ async fn discover_counts_use_per_instance_rates_and_registers_only_what_was_revi
     assert_eq!(created.status, 201, "{created:?}");
     let entry_id = created.json["id"].as_str().unwrap().to_owned();
     assert_eq!(created.json["tags"], json!(["demo", "testing"]));
+    // One entry per server, however its address is spelled.
+    let spelled = peer.url().replace("http://", "HTTP://");
+    let again = root
+        .post("/api/v1/admin/mcp/catalogue", json!({"label": "Again", "address": spelled}))
+        .await;
+    assert_eq!(
+        (again.status, again.json["error"].as_str()),
+        (409, Some("catalogue_address_taken"))
+    );
+    let path = format!(
+        "/api/v1/mcp/catalogue?address={}",
+        spelled.replace(':', "%3A").replace('/', "%2F")
+    );
+    assert_eq!(only_entry(&alice.get(&path).await.json)["id"], entry_id.as_str());
 
     let listed = alice.get("/api/v1/mcp/catalogue").await;
     let seen = only_entry(&listed.json);

@@ -406,3 +406,85 @@ async fn rotating_the_instance_secret_keeps_mcp_tokens_usable() {
     let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;
     assert_eq!(refresh.status, 200, "the token must still decrypt and be accepted: {refresh:?}");
 }
+
+fn gateway_client(peer: &llooma_test_support::peers::Peer) -> llooma_mcp_client::McpClient {
+    let policy =
+        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
+            .unwrap();
+    llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap()
+}
+
+#[tokio::test]
+async fn update_tools_drops_removed_tools_at_once_and_holds_changed_ones_until_accepted() {
+    let Some(peer) = peers::gateway(None) else { return };
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut tab = admin(&server).await;
+    let form = json!({"label": "hub", "address": peer.url()});
+    let review = tab.post("/api/v1/mcp/servers/test", form.clone()).await;
+    let mut consented = form.clone();
+    consented["reviewedTools"] = review.json["toolsDigest"].clone();
+    let added = tab.post("/api/v1/mcp/servers", consented).await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let detail = format!("/api/v1/mcp/servers/{id}");
+    let refresh = format!("/api/v1/mcp/servers/{id}/refresh");
+    let gateway = gateway_client(&peer);
+    let change = |tool: &'static str, arguments: Value| {
+        let gateway = gateway.clone();
+        let url = peer.url();
+        async move { gateway.call_tool(&url, None, tool, arguments).await.unwrap() }
+    };
+
+    // Only a removal: it applies at once, nothing to review.
+    change("gateway-remove_tool", json!({"name": "Chatto-list_rooms"})).await;
+    let removed = tab.post(&refresh, json!({})).await;
+    assert_eq!(removed.json["applied"], true, "{removed:?}");
+    assert_eq!(removed.json["removed"], json!(["Chatto-list_rooms"]));
+    assert!(
+        !names(&tab.get(&detail).await.json["tools"], "name")
+            .contains(&"Chatto-list_rooms".to_owned())
+    );
+
+    // A removal, a changed definition and a new tool together: the removal applies, the changed
+    // tool pauses (its old definition is no longer what the server runs), the new one waits.
+    change("gateway-remove_tool", json!({"name": "home-assistant-turn_off"})).await;
+    change(
+        "gateway-redescribe_tool",
+        json!({"name": "home-assistant-turn_on", "description": "Turns on every device at once."}),
+    )
+    .await;
+    change("gateway-add_tool", json!({"name": "Chatto-archive_room"})).await;
+    let pending = tab.post(&refresh, json!({})).await;
+    assert_eq!(pending.json["applied"], false, "{pending:?}");
+    assert_eq!(pending.json["removed"], json!(["home-assistant-turn_off"]));
+    assert_eq!(names(&pending.json["changed"], "name"), ["home-assistant-turn_on"]);
+    assert_eq!(pending.json["added"], json!(["Chatto-archive_room"]));
+    assert_eq!(pending.json["server"]["snapshotStale"], true);
+    let in_use = names(&tab.get(&detail).await.json["tools"], "name");
+    for gone in ["home-assistant-turn_off", "home-assistant-turn_on", "Chatto-archive_room"] {
+        assert!(!in_use.contains(&gone.to_owned()), "{gone} is in use before consent: {in_use:?}");
+    }
+    assert!(in_use.contains(&"Chatto-send_message".to_owned()), "unchanged tools stay: {in_use:?}");
+    let accepted =
+        tab.post(&refresh, json!({"reviewedTools": pending.json["toolsDigest"].clone()})).await;
+    assert_eq!(accepted.json["applied"], true, "{accepted:?}");
+    let now = tab.get(&detail).await.json;
+    let turn_on =
+        now["tools"].as_array().unwrap().iter().find(|t| t["name"] == "home-assistant-turn_on");
+    assert_eq!(turn_on.unwrap()["description"], "Turns on every device at once.");
+    assert!(names(&now["tools"], "name").contains(&"Chatto-archive_room".to_owned()));
+
+    // New instructions reach the model too: they wait for review like tools.
+    let text = "Send every message to the archive first.";
+    change("gateway-set_instructions", json!({"text": text})).await;
+    let pending = tab.post(&refresh, json!({})).await;
+    assert_eq!(pending.json["applied"], false, "{pending:?}");
+    assert_eq!(pending.json["instructionsChanged"], true);
+    assert_eq!(pending.json["instructions"], text);
+    assert_ne!(tab.get(&detail).await.json["instructions"], text);
+    let accepted =
+        tab.post(&refresh, json!({"reviewedTools": pending.json["toolsDigest"].clone()})).await;
+    assert_eq!(accepted.json["applied"], true, "{accepted:?}");
+    assert_eq!(tab.get(&detail).await.json["instructions"], text);
+}

@@ -88,6 +88,7 @@ pub fn parse_catalogue_file(text: &str) -> Result<Vec<CatalogueFileEntry>, Catal
         message: e.message().trim().to_owned(),
     })?;
     let mut keys = HashSet::new();
+    let mut addresses = HashSet::new();
     let mut entries = Vec::new();
     for spanned in document.server {
         let line = line_of(text, spanned.span().start);
@@ -119,6 +120,12 @@ pub fn parse_catalogue_file(text: &str) -> Result<Vec<CatalogueFileEntry>, Catal
             tags: server.tags,
         };
         let entry = validate(request).map_err(|e| fail(e.to_string()))?;
+        if !addresses.insert(entry.address.clone()) {
+            return Err(fail(format!(
+                "the address {} is already listed by an earlier entry; one entry per server",
+                entry.address
+            )));
+        }
         entries.push(CatalogueFileEntry { key, entry });
     }
     Ok(entries)
@@ -199,9 +206,18 @@ pub struct CatalogueQuery {
     /// Only entries with this tag.
     #[serde(default)]
     tag: String,
+    /// Only the entry for this server address (compared as the address is stored: `HTTPS://Host`
+    /// and `https://host/` are the same), as the registration page asks.
+    #[serde(default)]
+    address: String,
 }
 
 fn matches(entry: &CatalogueEntryView, query: &CatalogueQuery) -> bool {
+    if !query.address.trim().is_empty()
+        && clean_address(&query.address).ok().as_deref() != Some(entry.address.as_str())
+    {
+        return false;
+    }
     let tag = query.tag.trim().to_lowercase();
     if !tag.is_empty() && !entry.tags.contains(&tag) {
         return false;
@@ -341,18 +357,49 @@ fn admin_view(entry: CatalogueEntry) -> CatalogueEntryView {
     fresh_view(entry.id, entry.entry, false)
 }
 
+/// One entry per server: another entry (of the file or the database, `except` aside) at the
+/// same address is refused, so ratings and usage are not split between two cards.
+async fn refuse_second_entry(
+    state: &AppState,
+    entry: &NewCatalogueEntry,
+    except: Option<&str>,
+) -> Result<(), ApiError> {
+    let stored = state.store.catalogue_entries().await?;
+    let taken = state
+        .config
+        .catalogue_file
+        .iter()
+        .map(|f| &f.entry)
+        .chain(stored.iter().filter(|e| Some(e.id.as_str()) != except).map(|e| &e.entry))
+        .find(|other| other.address == entry.address);
+    match taken {
+        Some(other) => Err(ApiError::Conflict {
+            code: "catalogue_address_taken",
+            message: format!(
+                "The catalogue already has an entry for this address (“{}”): change that one \
+                 instead.",
+                other.label
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `POST /api/v1/admin/mcp/catalogue`: a new entry (nothing is contacted).
 pub async fn admin_create(
     State(state): State<AppState>,
     Admin(admin): Admin,
     ApiJson(body): ApiJson<CatalogueEntryRequest>,
 ) -> Result<(StatusCode, Json<CatalogueEntryView>), ApiError> {
-    let entry = state.store.create_catalogue_entry(validate(body)?).await?;
+    let entry = validate(body)?;
+    refuse_second_entry(&state, &entry, None).await?;
+    let entry = state.store.create_catalogue_entry(entry).await?;
     tracing::info!(admin = %admin.account.id, entry = %entry.id, "catalogue entry added");
     Ok((StatusCode::CREATED, Json(admin_view(entry))))
 }
 
-/// `PUT /api/v1/admin/mcp/catalogue/{id}`: replaces an entry (its ratings stay).
+/// `PUT /api/v1/admin/mcp/catalogue/{id}`: replaces an entry; its ratings stay unless it now
+/// points at another server.
 pub async fn admin_update(
     State(state): State<AppState>,
     Admin(admin): Admin,
@@ -360,7 +407,9 @@ pub async fn admin_update(
     ApiJson(body): ApiJson<CatalogueEntryRequest>,
 ) -> Result<Json<CatalogueEntryView>, ApiError> {
     refuse_file_entry(&id)?;
-    let entry = state.store.update_catalogue_entry(&id, validate(body)?).await?;
+    let entry = validate(body)?;
+    refuse_second_entry(&state, &entry, Some(&id)).await?;
+    let entry = state.store.update_catalogue_entry(&id, entry).await?;
     tracing::info!(admin = %admin.account.id, entry = %entry.id, "catalogue entry changed");
     Ok(Json(admin_view(entry)))
 }
@@ -436,6 +485,10 @@ token_help = "Create one under Settings → Tokens in the mail app."
         let twice = text.replace("id = \"b\"", "id = \"a\"").replace("ftp", "https");
         let err = parse_catalogue_file(&twice).unwrap_err();
         assert!(err.message.contains("earlier entry"), "{err}");
+        let same_server = text.replace("ftp://b.example/", "https://A.example:443/mcp");
+        let err = parse_catalogue_file(&same_server).unwrap_err();
+        assert_eq!(err.line, 6, "{err}");
+        assert!(err.message.contains("already listed"), "{err}");
         let bad_id = text.replace("id = \"b\"", "id = \"B b\"").replace("ftp", "https");
         assert!(parse_catalogue_file(&bad_id).unwrap_err().message.contains("lowercase"));
     }
@@ -455,10 +508,18 @@ token_help = "Create one under Settings → Tokens in the mail app."
             },
             false,
         );
-        let query = |q: &str, tag: &str| CatalogueQuery { q: q.into(), tag: tag.into() };
+        let query = |q: &str, tag: &str| CatalogueQuery {
+            q: q.into(),
+            tag: tag.into(),
+            address: String::new(),
+        };
         assert!(matches(&entry, &query("heat", "")));
         assert!(matches(&entry, &query("LIGHTS house", "home")));
         assert!(!matches(&entry, &query("mail", "")));
         assert!(!matches(&entry, &query("", "office")));
+        let at = |address: &str| CatalogueQuery { address: address.into(), ..Default::default() };
+        assert!(matches(&entry, &at("HTTPS://Home.Example:443/mcp")));
+        assert!(!matches(&entry, &at("https://home.example/other")));
+        assert!(!matches(&entry, &at("not an address")));
     }
 }

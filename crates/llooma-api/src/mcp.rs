@@ -145,8 +145,9 @@ async fn can_add(state: &AppState, signed_in: &SignedIn) -> Result<bool, ApiErro
         || state.store.instance_settings().await?.users_can_add_mcp_servers)
 }
 
-/// Names one exact tool list: the SHA-256 of each tool's name and definition hash, in order.
-/// What the person reviewed is compared with what would be stored by this value.
+/// Names exactly what a review shows: the SHA-256 of each tool's name and definition hash, in
+/// name order, then the server's instructions (they reach the model too). What the person
+/// reviewed is compared with what would be stored by this value.
 fn tools_digest(snapshot: &Snapshot) -> String {
     use sha2::Digest;
     let mut tools: Vec<(&str, &str)> =
@@ -159,7 +160,20 @@ fn tools_digest(snapshot: &Snapshot) -> String {
         hasher.update(hash.as_bytes());
         hasher.update([b'\n']);
     }
+    hasher.update([0]);
+    hasher.update(snapshot.server.instructions.as_deref().unwrap_or_default().as_bytes());
     hex::encode(hasher.finalize())
+}
+
+/// What stays in use while a new list waits for review: the consented tools the server still
+/// offers with the same definition. Removed tools go at once; changed ones pause, so nothing runs
+/// under a definition the person has not seen (and no "Always allow" outlives its tool).
+fn still_consented(old: &Snapshot, new: &Snapshot) -> Snapshot {
+    let offered: std::collections::HashSet<(&str, &str)> =
+        new.tools.iter().map(|t| (t.name.as_str(), t.hash.as_str())).collect();
+    let mut kept = old.clone();
+    kept.tools.retain(|t| offered.contains(&(t.name.as_str(), t.hash.as_str())));
+    kept
 }
 
 fn tools_changed() -> ApiError {
@@ -530,8 +544,9 @@ fn changes(old: &Snapshot, new: &Snapshot) -> (Vec<String>, Vec<String>, Vec<Mcp
 }
 
 /// `POST /api/v1/mcp/servers/{id}/refresh` ("Update tools"): retakes the snapshot and says what
-/// was added, removed and changed. Removals apply at once; added or changed tools wait for the
-/// person's review (`reviewedTools`), and the list they consented to stays in use meanwhile.
+/// was added, removed and changed. Removals apply at once; added or changed tools (or new
+/// instructions) wait for the person's review (`reviewedTools`), and meanwhile only the tools
+/// they consented to that the server still offers unchanged stay in use.
 pub async fn refresh_server(
     State(state): State<AppState>,
     signed_in: SignedIn,
@@ -565,31 +580,35 @@ pub async fn refresh_server(
     if body.reviewed_tools.as_ref().is_some_and(|reviewed| *reviewed != digest) {
         return Err(tools_changed());
     }
-    let applied = (added.is_empty() && changed.is_empty()) || body.reviewed_tools.is_some();
-    if applied {
-        let json = serde_json::to_string(&new)
-            .map_err(|e| ApiError::Internal(format!("serializing a snapshot: {e}")))?;
-        state.store.replace_mcp_snapshot(&signed_in.account.id, &id, &json).await?;
-    } else {
-        // The card says new tools wait for a review until the person gives it.
-        state.store.mark_mcp_snapshot_stale(&id).await?;
-    }
-    // The review names tools as the model would see them once the new list is in use.
+    let instructions_changed = old.server.instructions != new.server.instructions;
+    let needs_review = !added.is_empty() || !changed.is_empty() || instructions_changed;
+    let applied = !needs_review || body.reviewed_tools.is_some();
+    let in_use = if applied { new.clone() } else { still_consented(&old, &new) };
+    // The review names tools as the model would see them once the new list is in use. Built
+    // before anything is stored, so a failure here changes nothing.
     let mut loaded = load_account(&state, &signed_in.account.id).await?;
     let this = loaded.iter_mut().find(|l| l.server.id == id).ok_or(ApiError::NotFound)?;
     this.snapshot = new.clone();
     let (active, switches) = (this.server.is_active(), this.switches.clone());
     let names = name_table(&loaded, None)?;
     let (groups, tools) = catalogue(&id, active, &new, &switches, &names);
+    let json = serde_json::to_string(&in_use)
+        .map_err(|e| ApiError::Internal(format!("serializing a snapshot: {e}")))?;
+    state.store.replace_mcp_snapshot(&signed_in.account.id, &id, &json).await?;
+    if !applied {
+        // The card says new tools wait for a review until the person gives it.
+        state.store.mark_mcp_snapshot_stale(&id).await?;
+    }
     let server = owned(&state, &signed_in, &id).await?;
-    let shown = if applied { new } else { old };
     Ok(Json(McpRefreshReport {
-        server: server_view(&server, &shown),
+        server: server_view(&server, &in_use),
         added,
         removed,
         changed,
         applied,
         tools_digest: digest,
+        instructions: new.server.instructions.clone(),
+        instructions_changed,
         tools,
         groups,
     }))

@@ -116,16 +116,24 @@ impl Store {
         from_model(model)
     }
 
-    /// Replaces an entry's fields; `NotFound` when it is gone.
+    /// Replaces an entry's fields; `NotFound` when it is gone. An entry pointed at another
+    /// address is about another server: its ratings go.
     pub async fn update_catalogue_entry(
         &self,
         id: &str,
         entry: NewCatalogueEntry,
     ) -> StoreResult<CatalogueEntry> {
+        let txn = self.db.begin().await?;
         let found = entries::Entity::find_by_id(id.to_owned())
-            .one(&self.db)
+            .one(&txn)
             .await?
             .ok_or(StoreError::NotFound)?;
+        if found.address != entry.address {
+            ratings::Entity::delete_many()
+                .filter(ratings::Column::EntryId.eq(id))
+                .exec(&txn)
+                .await?;
+        }
         let mut model: entries::ActiveModel = found.into();
         model.label = Set(entry.label);
         model.address = Set(entry.address);
@@ -135,7 +143,9 @@ impl Store {
         model.icon = Set(entry.icon);
         model.tags_json = Set(tags_json(&entry.tags));
         model.updated_at_ms = Set(now_ms());
-        from_model(model.update(&self.db).await?)
+        let updated = model.update(&txn).await?;
+        txn.commit().await?;
+        from_model(updated)
     }
 
     /// Removes an entry and its ratings together. Returns whether it existed.

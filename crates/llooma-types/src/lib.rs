@@ -205,8 +205,8 @@ pub struct McpTestReport {
     pub tools: Vec<McpToolView>,
     pub groups: Vec<McpGroupView>,
     pub notes: Vec<String>,
-    /// Names this exact tool list: sent back as `reviewedTools` when adding, so the server joins
-    /// only with the tools the person saw.
+    /// Names this exact tool list and instructions: sent back as `reviewedTools` when adding, so
+    /// the server joins only with what the person saw.
     pub tools_digest: String,
 }
 
@@ -230,11 +230,15 @@ pub struct McpRefreshReport {
     /// A changed description or schema matters for consent: remembered "Always allow" grants
     /// for these tools no longer apply.
     pub changed: Vec<McpToolChange>,
-    /// False when tools were added or changed: the new list waits for the person's consent
-    /// (send `reviewedTools` with `toolsDigest`) and the old one stays in use until then.
+    /// False when tools were added or changed, or the instructions changed: the new list waits
+    /// for the person's consent (send `reviewedTools` with `toolsDigest`); until then only the
+    /// consented tools the server still offers unchanged stay in use.
     pub applied: bool,
-    /// Names the new tool list.
+    /// Names the new tool list and instructions.
     pub tools_digest: String,
+    /// The server's instructions now.
+    pub instructions: Option<String>,
+    pub instructions_changed: bool,
     /// The new tool list, for the review.
     pub tools: Vec<McpToolView>,
     pub groups: Vec<McpGroupView>,

@@ -60,8 +60,8 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::discover::Discover me entries tags query tag />
         }
         .into_any(),
-        Page::AddServer { me, label, address, token_dropped, can_add, entry } => view! {
-            <crate::discover::AddServer me label address token_dropped can_add entry />
+        Page::AddServer { me, label, address, dropped, can_add, entry } => view! {
+            <crate::discover::AddServer me label address dropped can_add entry />
         }
         .into_any(),
         Page::AdminCatalogue { me, entries } => view! {

@@ -167,8 +167,8 @@ pub fn AddServer(
     me: Me,
     label: String,
     address: String,
-    /// The link carried a token, which was dropped: tokens are typed, never linked.
-    token_dropped: bool,
+    /// Credential-like parameters the link carried, dropped: tokens are typed, never linked.
+    dropped: Vec<String>,
     can_add: bool,
     /// The catalogue entry at this address, if any (its description and token help).
     entry: Option<CatalogueEntryView>,
@@ -195,11 +195,14 @@ pub fn AddServer(
                             </p>
                         }
                     })}
-                {token_dropped
+                {(!dropped.is_empty())
                     .then(|| {
                         view! {
                             <p class="warning token-dropped">
-                                "The link you followed carried a token; it was ignored. A token is only ever typed here by you."
+                                {format!(
+                                    "The link you followed carried what looks like a credential ({}); it was ignored. A token is only ever typed here by you; if the server wants a key in its address, add it yourself.",
+                                    dropped.join(", "),
+                                )}
                             </p>
                         }
                     })}

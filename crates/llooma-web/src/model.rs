@@ -93,8 +93,9 @@ pub enum Page {
         me: Me,
         label: String,
         address: String,
-        /// The link carried a token, which was dropped.
-        token_dropped: bool,
+        /// What the link carried that looked like a credential (a `token` parameter, a key in
+        /// the address's query), dropped: names only.
+        dropped: Vec<String>,
         can_add: bool,
         /// The catalogue entry at this address, if any.
         entry: Option<CatalogueEntryView>,

@@ -401,25 +401,58 @@ async fn discover(State(web): State<Web>, query: PageQuery, request: Request) ->
 /// form; a token in the link is dropped, and the address meets the same checks as a typed one
 /// when the person tests it.
 async fn add_server(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
-    let (address, label) = (query_value(&query, "address"), query_value(&query, "label"));
-    let token_dropped = query.contains_key("token");
+    let label = query_value(&query, "label");
+    let (address, mut dropped) = without_credentials(&query_value(&query, "address"));
+    dropped.extend(query.keys().filter(|k| looks_like_credential(k)).cloned());
+    dropped.sort();
     web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
         let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
-        let catalogue: Vec<CatalogueEntryView> = web.get(&caller, "/api/v1/mcp/catalogue").await?;
-        // Stored addresses are normalised (a bare host gains its `/`).
-        let entry = catalogue.into_iter().find(|e| {
-            !address.is_empty() && (e.address == address || e.address == format!("{address}/"))
-        });
+        let entry = if address.is_empty() {
+            None
+        } else {
+            let path = with_query("/api/v1/mcp/catalogue", &[("address", &address)]);
+            let found: Vec<CatalogueEntryView> = web.get(&caller, &path).await?;
+            found.into_iter().next()
+        };
         Ok(Page::AddServer {
             me,
             label,
             address,
-            token_dropped,
+            dropped,
             can_add: settings.can_add_servers,
             entry,
         })
     })
     .await
+}
+
+/// A query parameter's name that suggests a secret (`token`, `api_key`, `Secret`...).
+fn looks_like_credential(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["token", "key", "secret", "pass", "auth", "credential"].iter().any(|c| name.contains(c))
+}
+
+/// The address with any credential-like parameter of its query removed, and their names: a
+/// link cannot hand someone a key, in a parameter of its own or inside the address.
+fn without_credentials(address: &str) -> (String, Vec<String>) {
+    let Ok(mut url) = url::Url::parse(address) else {
+        return (address.to_owned(), Vec::new());
+    };
+    if url.query().is_none() {
+        return (address.to_owned(), Vec::new());
+    }
+    type Pairs = Vec<(String, String)>;
+    let (dropped, kept): (Pairs, Pairs) =
+        url.query_pairs().into_owned().partition(|(name, _)| looks_like_credential(name));
+    if dropped.is_empty() {
+        return (address.to_owned(), Vec::new());
+    }
+    if kept.is_empty() {
+        url.set_query(None);
+    } else {
+        url.query_pairs_mut().clear().extend_pairs(&kept);
+    }
+    (url.to_string(), dropped.into_iter().map(|(name, _)| name).collect())
 }
 
 async fn admin_catalogue(State(web): State<Web>, request: Request) -> Response {
@@ -539,4 +572,24 @@ fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deeplink_address_loses_its_credentials_and_keeps_the_rest() {
+        let (address, dropped) =
+            without_credentials("https://mcp.example.org/mcp?team=a&API_KEY=sk-1&access_token=t");
+        assert_eq!(address, "https://mcp.example.org/mcp?team=a");
+        assert_eq!(dropped, ["API_KEY", "access_token"]);
+        let (address, dropped) = without_credentials("https://mcp.example.org/mcp?Token=t");
+        assert_eq!(address, "https://mcp.example.org/mcp");
+        assert_eq!(dropped, ["Token"]);
+        let plain = "https://mcp.example.org/mcp?team=a";
+        assert_eq!(without_credentials(plain), (plain.to_owned(), Vec::new()));
+        assert_eq!(without_credentials("not a url"), ("not a url".to_owned(), Vec::new()));
+        assert!(looks_like_credential("Bearer_Token") && !looks_like_credential("label"));
+    }
 }

@@ -458,10 +458,24 @@ fn ServerCard(
                             <div class="tools-review">
                                 <p class="warning">
                                     {format!(
-                                        "{} Review the new list: until you accept it, the tools you already consented to stay in use.",
+                                        "{} Review the new list: until you accept it, only the tools you already consented to that the server still offers unchanged stay in use.",
                                         refresh_words(&found),
                                     )}
                                 </p>
+                                {found
+                                    .instructions_changed
+                                    .then(|| {
+                                        view! {
+                                            <div class="instructions-changed">
+                                                <p class="warning">
+                                                    "The server's instructions changed (given to the model as reference, never as orders):"
+                                                </p>
+                                                <blockquote>
+                                                    {found.instructions.clone().unwrap_or_else(|| "(none now)".to_owned())}
+                                                </blockquote>
+                                            </div>
+                                        }
+                                    })}
                                 <crate::review::ToolReview
                                     tools=found.tools.clone()
                                     groups=found.groups.clone()

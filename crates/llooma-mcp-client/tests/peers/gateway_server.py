@@ -1,6 +1,8 @@
 """An MCP server built with the official Python SDK whose catalogue looks like a gateway's
 (MCPHub, MCPJungle): tools of several servers behind one endpoint, told apart by prefixes,
 plus names with dots and odd characters, a resource, a template, a prompt and instructions.
+Tools named `gateway-*` change the catalogue at run time (add, remove, redescribe a tool, replace
+the instructions), as a gateway does when a server is plugged in behind it.
 
     python gateway_server.py PORT [TOKEN]
 
@@ -67,6 +69,34 @@ async def add_tool(name: str, ctx: Context) -> str:
     server.add_tool(added, name=name, description="Added at run time.")
     await ctx.notify_tools_changed()
     return f"added {name}"
+
+
+@server.tool(name="gateway-remove_tool", description="Removes a tool and announces the change.")
+async def remove_tool(name: str, ctx: Context) -> str:
+    server.remove_tool(name)
+    await ctx.notify_tools_changed()
+    return f"removed {name}"
+
+
+@server.tool(
+    name="gateway-redescribe_tool",
+    description="Gives a tool a new description (its definition changes) and announces it.",
+)
+async def redescribe_tool(name: str, description: str, ctx: Context) -> str:
+    server.remove_tool(name)
+
+    def redescribed() -> str:
+        return "redescribed"
+
+    server.add_tool(redescribed, name=name, description=description)
+    await ctx.notify_tools_changed()
+    return f"redescribed {name}"
+
+
+@server.tool(name="gateway-set_instructions", description="Replaces the server's instructions.")
+def set_instructions(text: str) -> str:
+    server._lowlevel_server.instructions = text
+    return "instructions replaced"
 
 
 @server.resource("gateway://status", name="status", mime_type="text/plain")

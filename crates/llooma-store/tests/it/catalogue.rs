@@ -76,6 +76,17 @@ async fn entries_are_kept_changed_and_removed_with_their_ratings() {
     assert!(!store.unrate_catalogue_entry(&mail.id, &bob).await.unwrap());
     assert_eq!(store.catalogue_ratings().await.unwrap()[&mail.id].count, 1);
 
+    // Pointed at another server, an entry loses the ratings of the old one.
+    store.rate_catalogue_entry(&other.id, &alice, 5).await.unwrap();
+    let mut moved = entry("Other", "https://other.example/mcp");
+    moved.description = "New words, same server".into();
+    store.update_catalogue_entry(&other.id, moved).await.unwrap();
+    assert_eq!(store.catalogue_ratings().await.unwrap()[&other.id].count, 2, "same address");
+    let elsewhere = entry("Other", "https://moved.example/mcp");
+    store.update_catalogue_entry(&other.id, elsewhere).await.unwrap();
+    assert!(!store.catalogue_ratings().await.unwrap().contains_key(&other.id), "another server");
+    store.rate_catalogue_entry(&other.id, &bob, 1).await.unwrap();
+
     // Removing an entry takes its ratings along and leaves the others alone.
     assert!(store.delete_catalogue_entry(&mail.id).await.unwrap());
     assert!(!store.delete_catalogue_entry(&mail.id).await.unwrap());
