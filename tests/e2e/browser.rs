@@ -868,11 +868,7 @@ async fn browser_update_tools_shows_new_tools_for_review_and_they_join_only_when
         .len();
 
     // The gateway gains a tool behind Llooma's back.
-    let policy =
-        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
-            .unwrap();
-    let other =
-        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let other = crate::peers::client_for(&peer);
     other
         .call_tool(&peer.url(), None, "gateway-add_tool", json!({"name": "Chatto-delete_room"}))
         .await

@@ -401,11 +401,7 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     assert_eq!(text, "Understood, I did not.");
     assert_eq!(steps.last().unwrap()["state"], "refused");
     assert!(model.requests()[3].raw_body.contains("refused"), "the model is told");
-    let policy =
-        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
-            .unwrap();
-    let client =
-        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let client = crate::peers::client_for(&peer);
     let tools = client.probe(&peer.url(), None).await.unwrap().tools;
     assert!(!tools.iter().any(|t| t.name == "Chatto-sneaky"), "a refused call reached the server");
 }
@@ -600,11 +596,7 @@ async fn an_unanswered_card_lapses_into_a_refusal_and_nothing_is_sent() {
         tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;
     assert_eq!(late.status, 409, "{late:?}");
     assert!(tab.get("/api/v1/approvals").await.json.as_array().unwrap().is_empty());
-    let policy =
-        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
-            .unwrap();
-    let client =
-        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let client = crate::peers::client_for(&peer);
     let tools = client.probe(&peer.url(), None).await.unwrap().tools;
     assert!(!tools.iter().any(|t| t.name == "Chatto-unasked"), "a lapsed call reached the server");
 }

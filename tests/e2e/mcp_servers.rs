@@ -326,11 +326,7 @@ async fn a_server_announcing_new_tools_marks_its_card_until_update_tools() {
 
     // Someone adds a tool behind the gateway (here through the gateway's own tool, from another
     // client). Until the watcher has subscribed, an announcement can go unheard: repeat.
-    let policy =
-        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
-            .unwrap();
-    let other =
-        llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap();
+    let other = crate::peers::client_for(&peer);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut added_names = Vec::new();
     loop {
@@ -407,13 +403,6 @@ async fn rotating_the_instance_secret_keeps_mcp_tokens_usable() {
     assert_eq!(refresh.status, 200, "the token must still decrypt and be accepted: {refresh:?}");
 }
 
-fn gateway_client(peer: &llooma_test_support::peers::Peer) -> llooma_mcp_client::McpClient {
-    let policy =
-        llooma_mcp_client::OutboundPolicy::from_allow_lists(Some(&peer.origin()), None, None)
-            .unwrap();
-    llooma_mcp_client::McpClient::new(std::sync::Arc::new(policy), Default::default()).unwrap()
-}
-
 #[tokio::test]
 async fn update_tools_drops_removed_tools_at_once_and_holds_changed_ones_until_accepted() {
     let Some(peer) = peers::gateway(None) else { return };
@@ -429,7 +418,7 @@ async fn update_tools_drops_removed_tools_at_once_and_holds_changed_ones_until_a
     let id = added.json["server"]["id"].as_str().unwrap().to_owned();
     let detail = format!("/api/v1/mcp/servers/{id}");
     let refresh = format!("/api/v1/mcp/servers/{id}/refresh");
-    let gateway = gateway_client(&peer);
+    let gateway = crate::peers::client_for(&peer);
     let change = |tool: &'static str, arguments: Value| {
         let gateway = gateway.clone();
         let url = peer.url();
