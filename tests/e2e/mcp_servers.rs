@@ -44,6 +44,7 @@ async fn adding_server_everything_tests_first_then_lists_from_the_snapshot() {
     assert_eq!(list.json[0]["toolCount"].as_u64().unwrap() as usize, tools.len(), "{list:?}");
     let detail = tab.get(&format!("/api/v1/mcp/servers/{id}")).await;
     assert_eq!(names(&detail.json["tools"], "name"), tools);
+    assert_eq!(tab.get("/api/v1/mcp/servers/details").await.json, json!([detail.json]));
 
     // Update tools against a server that is gone says so, and keeps the snapshot.
     let refresh = tab.post(&format!("/api/v1/mcp/servers/{id}/refresh"), json!({})).await;

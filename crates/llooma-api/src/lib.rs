@@ -136,6 +136,7 @@ pub fn router(state: AppState) -> Router {
         .route("/models", get(conversations::models))
         .route("/mcp/servers", get(mcp::list_servers).post(mcp::add_server))
         .route("/mcp/servers/test", post(mcp::test_server))
+        .route("/mcp/servers/details", get(mcp::list_details))
         .route(
             "/mcp/servers/{id}",
             get(mcp::get_server).patch(mcp::patch_server).delete(mcp::delete_server),

@@ -408,9 +408,14 @@ async fn detail(state: &AppState, account_id: &str, id: &str) -> Result<McpServe
     let loaded = load_account(state, account_id).await?;
     let names = name_table(&loaded, None)?;
     let this = loaded.iter().find(|l| l.server.id == id).ok_or(ApiError::NotFound)?;
+    Ok(detail_of(this, &names))
+}
+
+/// One server's detail, with names from the account's whole table.
+fn detail_of(this: &Loaded, names: &NameTable<String>) -> McpServerDetail {
     let (groups, tools) =
-        catalogue(&this.server.id, this.server.is_active(), &this.snapshot, &this.switches, &names);
-    Ok(McpServerDetail {
+        catalogue(&this.server.id, this.server.is_active(), &this.snapshot, &this.switches, names);
+    McpServerDetail {
         server: server_view(&this.server, &this.snapshot),
         instructions: this.snapshot.server.instructions.clone(),
         groups,
@@ -419,7 +424,18 @@ async fn detail(state: &AppState, account_id: &str, id: &str) -> Result<McpServe
         resource_templates: to_json(&this.snapshot.resource_templates),
         prompts: to_json(&this.snapshot.prompts),
         notes: notes_text(&this.snapshot),
-    })
+    }
+}
+
+/// `GET /api/v1/mcp/servers/details`: every server of the account with its whole catalogue, read
+/// once (the settings page and the composer's `@`/`/` menus need them all).
+pub async fn list_details(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<Json<Vec<McpServerDetail>>, ApiError> {
+    let loaded = load_account(&state, &signed_in.account.id).await?;
+    let names = name_table(&loaded, None)?;
+    Ok(Json(loaded.iter().map(|this| detail_of(this, &names)).collect()))
 }
 
 /// A catalogue list as JSON for the view (these types serialize infallibly).

@@ -17,8 +17,8 @@ use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, CatalogueEntryView, ConsentView, ConversationView, InstanceInfo,
-    InstanceSettingsView, McpServerDetail, McpServerView, McpToolSettingsView, MemoryNoteView,
-    PersonaView, Role, SessionView,
+    InstanceSettingsView, McpServerDetail, McpToolSettingsView, MemoryNoteView, PersonaView, Role,
+    SessionView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -195,13 +195,7 @@ impl Web {
 
     /// The account's MCP servers, each with its whole catalogue.
     async fn mcp_servers(&self, caller: &Caller) -> Result<Vec<McpServerDetail>, Fail> {
-        let listed: Vec<McpServerView> = self.get(caller, "/api/v1/mcp/servers").await?;
-        let mut servers = Vec::with_capacity(listed.len());
-        for server in listed {
-            let path = format!("/api/v1/mcp/servers/{}", server.id);
-            servers.push(self.get::<McpServerDetail>(caller, &path).await?);
-        }
-        Ok(servers)
+        self.get(caller, "/api/v1/mcp/servers/details").await
     }
 
     async fn me(&self, caller: &Caller) -> Result<Me, Fail> {
