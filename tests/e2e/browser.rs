@@ -710,16 +710,7 @@ async fn browser_the_composer_attaches_a_resource_a_filled_template_and_a_prompt
     browser.wait_text(".msg.reply", "Read all three.").await;
     browser.wait_text(".step.builtin.refused", "refused: ").await;
     let body = &model.chat_bodies()[0];
-    let user = body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let user = crate::conversations::last_user_message(body);
     assert!(user.starts_with("use these"), "{user}");
     assert!(user.contains("Everything Server - Features"), "the resource: {user}");
     assert!(user.contains("Resource 7"), "the filled template: {user}");

@@ -523,15 +523,7 @@ async fn choices_appear_as_buttons_end_the_turn_and_the_pick_is_the_next_message
     // The person's pick is their next message.
     let (text, _, _) = turn(&mut tab, &id, &mut events, "Basel").await;
     assert_eq!(text, "Basel it is.");
-    let last_user = model.chat_bodies()[1]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()["content"]
-        .clone();
-    assert_eq!(last_user, "Basel");
+    assert_eq!(crate::conversations::last_user_message(&model.chat_bodies()[1]), "Basel");
     let messages = model.chat_bodies()[1]["messages"].as_array().unwrap().clone();
     assert!(messages.iter().any(|m| m["role"] == "assistant" && m["content"] == "Which city?"));
 }
@@ -588,9 +580,7 @@ async fn chosen_resources_and_prompts_join_the_message_wrapped_and_the_model_rea
     assert_eq!(steps[1]["attached"], "prompt");
     assert_eq!(steps[2]["state"], "refused", "memory closed by the attachments: {}", steps[2]);
     let body = &model.chat_bodies()[0];
-    let user =
-        body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap();
-    let user = user["content"].as_str().unwrap();
+    let user = crate::conversations::last_user_message(body);
     assert!(user.starts_with("summarise these"), "{user}");
     assert!(
         user.contains("Everything Server - Features") && user.contains("What's weather in Bern?"),
@@ -639,16 +629,7 @@ async fn chosen_resources_and_prompts_join_the_message_wrapped_and_the_model_rea
     let expanded = template.replace("{resourceId}", "7");
     assert_eq!(steps[0]["attached"], "resource", "{steps:?}");
     assert_eq!(steps[0]["uri"], expanded.as_str());
-    let user = model.chat_bodies()[2]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .rev()
-        .find(|m| m["role"] == "user")
-        .unwrap()["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let user = crate::conversations::last_user_message(&model.chat_bodies()[2]);
     assert!(user.contains("Resource 7"), "the filled-in resource was read: {user}");
     // A value that would climb out of the template's path is refused before anything runs.
     let bad = tab.post(&format!("/api/v1/conversations/{id}/messages"), filled("../1")).await;

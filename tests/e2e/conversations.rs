@@ -56,6 +56,13 @@ pub(crate) fn model_name_in(added: &Value, tool: &str) -> String {
     found["modelName"].as_str().unwrap().to_owned()
 }
 
+/// What the person said last in a request the model received (`chat_bodies()[n]`).
+pub(crate) fn last_user_message(body: &Value) -> String {
+    let messages = body["messages"].as_array().unwrap();
+    let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+    user["content"].as_str().unwrap().to_owned()
+}
+
 /// Reads events until `end`, returning the text and the events' names.
 async fn until_end(events: &mut Events) -> (String, Vec<String>, Value) {
     let mut text = String::new();
