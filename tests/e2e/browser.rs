@@ -833,9 +833,11 @@ async fn browser_discover_register_review_consent_and_rate_a_catalogue_entry() {
     browser.wait_text(".add-server p.error", "MCP_ALLOWED_ORIGINS").await;
     assert_eq!(alice.get("/api/v1/mcp/servers").await.json.as_array().unwrap().len(), 1);
 
-    // Without permission to add servers, the same link explains why.
+    // Without permission to add servers, Discover and the same link explain why.
     root.send("PATCH", "/api/v1/admin/settings", Some(json!({"usersCanAddMcpServers": false})))
         .await;
+    browser.goto(&format!("{base}/settings/tools/discover")).await;
+    browser.wait_text(".cannot-add", "not allowed for your account").await;
     browser
         .goto(&format!("{base}/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp"))
         .await;

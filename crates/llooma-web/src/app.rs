@@ -56,8 +56,8 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::settings::AdminMcp me users_can_add servers />
         }
         .into_any(),
-        Page::Discover { me, entries, tags, query, tag } => view! {
-            <crate::discover::Discover me entries tags query tag />
+        Page::Discover { me, entries, tags, query, tag, can_add } => view! {
+            <crate::discover::Discover me entries tags query tag can_add />
         }
         .into_any(),
         Page::AddServer { me, label, address, dropped, can_add, entry } => view! {

@@ -48,6 +48,7 @@ pub fn Discover(
     tags: Vec<String>,
     query: String,
     tag: String,
+    can_add: bool,
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
@@ -70,6 +71,10 @@ pub fn Discover(
                 <p class="hint">
                     "MCP servers your administrators suggest. Registering opens the add form: you test the server, review its tools, then consent."
                 </p>
+                {(!can_add)
+                    .then(|| {
+                        view! { <p class="warning cannot-add">{llooma_types::ADD_SERVERS_REFUSED}</p> }
+                    })}
                 <form class="row search" method="get" action="/settings/tools/discover">
                     <input name="q" type="search" placeholder="Search" value=query />
                     <select name="tag">

@@ -87,6 +87,8 @@ pub enum Page {
         tags: Vec<String>,
         query: String,
         tag: String,
+        /// Whether this account may add servers (Register says why not otherwise).
+        can_add: bool,
     },
     /// Adding a server: from Settings → Tools, a catalogue entry or a registration deeplink.
     AddServer {

@@ -380,12 +380,14 @@ async fn discover(State(web): State<Web>, query: PageQuery, request: Request) ->
         let tags: std::collections::BTreeSet<String> =
             every.iter().flat_map(|e| e.tags.iter().cloned()).collect();
         let path = with_query("/api/v1/mcp/catalogue", &[("q", &q), ("tag", &tag)]);
+        let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
         Ok(Page::Discover {
             me,
             entries: web.get(&caller, &path).await?,
             tags: tags.into_iter().collect(),
             query: q,
             tag,
+            can_add: settings.can_add_servers,
         })
     })
     .await
