@@ -278,7 +278,7 @@ pub const ADD_SERVERS_REFUSED: &str = "Adding MCP servers is not allowed for you
     servers”).";
 
 /// An entry of the instance's catalogue of MCP servers, as Discover shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogueEntryView {
     /// An administrator's entry: a UUID; an entry of the catalogue file: `file:<its id>`.

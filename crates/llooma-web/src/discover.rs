@@ -236,21 +236,7 @@ fn EntryForm(
     let token_help = NodeRef::<leptos::html::Input>::new();
     let icon = NodeRef::<leptos::html::Input>::new();
     let tags = NodeRef::<leptos::html::Input>::new();
-    let e = entry.unwrap_or_else(|| CatalogueEntryView {
-        id: String::new(),
-        label: String::new(),
-        address: String::new(),
-        description: String::new(),
-        token_needed: false,
-        token_help: String::new(),
-        icon: String::new(),
-        tags: Vec::new(),
-        from_file: false,
-        usage: Default::default(),
-        rating: Default::default(),
-        added: false,
-        register_link: String::new(),
-    });
+    let e = entry.unwrap_or_default();
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let tags: Vec<String> = input_value(tags)
