@@ -388,6 +388,11 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     assert_eq!(text, "The light is on.");
     assert_eq!(steps.last().unwrap()["state"], "allowed");
     assert_eq!(steps.last().unwrap()["server"], "hub");
+    // The server's instructions reached the model after the system prompt, labelled as the
+    // server's reference material.
+    let system = model.chat_bodies()[0]["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(system.contains("server-instructions from server \"hub\""), "{system}");
+    assert!(system.contains("Tools of three servers"), "{system}");
     // The server's answer reached the model wrapped as untrusted text.
     let second = &model.requests()[1].raw_body;
     assert!(second.contains("light.kitchen is on") && second.contains("untrusted"), "{second}");

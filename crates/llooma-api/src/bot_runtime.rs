@@ -256,9 +256,13 @@ impl Responder for TurnResponder {
             )
             .await
             .map_err(|e| fail(&e))?;
+            let instructions = crate::mcp::offered_instructions(&self.state, &b.account_id, &tools)
+                .await
+                .map_err(|e| fail(&e))?;
             let mcp = McpTurn {
                 tools,
                 resources: Vec::new(),
+                instructions,
                 client: &self.state.mcp,
                 broker: &self.state.broker,
                 mode: llooma_policy::consent::PermissionMode::Ask,

@@ -455,6 +455,9 @@ async fn mcp_turn<'a>(
     let own = builtin_tools + if resources.is_empty() { 0 } else { 2 };
     let tools =
         crate::mcp::offered_tools(state, account_id, cap, own).await.map_err(|e| e.to_string())?;
+    let instructions = crate::mcp::offered_instructions(state, account_id, &tools)
+        .await
+        .map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
     let settings = state.store.tool_settings(account_id).await.map_err(|e| e.to_string())?;
     let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;
@@ -462,6 +465,7 @@ async fn mcp_turn<'a>(
     Ok(McpTurn {
         tools,
         resources,
+        instructions,
         client: &state.mcp,
         broker: &state.broker,
         mode,

@@ -904,6 +904,22 @@ pub(crate) async fn offered_resources(
     Ok(resources)
 }
 
+/// The instructions of the servers whose tools a turn offers: (label, text), in offer order.
+pub(crate) async fn offered_instructions(
+    state: &AppState,
+    account_id: &str,
+    tools: &[llooma_core::McpTool],
+) -> Result<Vec<(String, String)>, ApiError> {
+    let offering: std::collections::HashSet<&str> =
+        tools.iter().map(|t| t.server_id.as_str()).collect();
+    Ok(load_account(state, account_id)
+        .await?
+        .into_iter()
+        .filter(|l| l.server.is_active() && offering.contains(l.server.id.as_str()))
+        .filter_map(|l| l.snapshot.server.instructions.map(|text| (l.server.label, text)))
+        .collect())
+}
+
 /// One of the account's servers that may be asked now: (label, address, token).
 pub(crate) async fn active_server(
     state: &AppState,

@@ -148,6 +148,34 @@ fn history_messages(request: &TurnRequest) -> Vec<Message> {
     messages
 }
 
+/// Puts what the offering servers say about their use after the system prompt, each in a block
+/// labelled as that server's reference material that it cannot escape (admitting it does not
+/// close memory: nobody asked the server anything).
+fn add_server_instructions(
+    messages: &mut Vec<Message>,
+    instructions: &[(String, String)],
+    guard: &mut TurnGuard,
+) {
+    let blocks: Vec<String> = instructions
+        .iter()
+        .filter(|(_, text)| !text.trim().is_empty())
+        .map(|(server, text)| {
+            guard.admit(server, Source::ServerInstructions, text, &Caps::default()).into_string()
+        })
+        .collect();
+    if blocks.is_empty() {
+        return;
+    }
+    let notes = blocks.join("\n\n");
+    match messages.first_mut() {
+        Some(Message::System { content }) => {
+            content.push_str("\n\n");
+            content.push_str(&notes);
+        }
+        _ => messages.insert(0, Message::System { content: notes }),
+    }
+}
+
 /// Wraps the person's chosen resources and prompts and adds them to their message, each as a
 /// labelled block the server cannot escape; each is a step of the timeline.
 async fn attach<S: TurnSink>(
@@ -240,6 +268,9 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     let mut text = String::new();
     let mut messages = history_messages(request);
     let mut guard = TurnGuard::new();
+    if let Some(mcp) = mcp {
+        add_server_instructions(&mut messages, &mcp.instructions, &mut guard);
+    }
     if let Err(error) = attach(request, &mut messages, &mut guard, sink).await {
         return TurnEnd::Failed { text, error };
     }
@@ -337,6 +368,25 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_instructions_follow_the_system_prompt_wrapped_and_leave_memory_open() {
+        let mut messages = vec![Message::System { content: "Be brief.".into() }];
+        let mut guard = TurnGuard::new();
+        let notes = [
+            ("home".to_owned(), "Call turn_on first.".to_owned()),
+            ("mail".to_owned(), "   ".to_owned()),
+        ];
+        add_server_instructions(&mut messages, &notes, &mut guard);
+        let Message::System { content } = &messages[0] else { panic!("{messages:?}") };
+        assert!(content.starts_with("Be brief.\n\n<<<"), "{content}");
+        assert!(content.contains("server-instructions from server \"home\""), "{content}");
+        assert!(!content.contains("\"mail\""), "blank instructions are left out: {content}");
+        assert!(guard.check_memory_write("memory_write").is_allowed());
+        let mut bare = Vec::new();
+        add_server_instructions(&mut bare, &notes, &mut guard);
+        assert!(matches!(&bare[0], Message::System { content } if content.contains("turn_on")));
+    }
 
     #[test]
     fn the_system_prompt_is_the_model_rewrite_or_the_default_then_the_persona() {

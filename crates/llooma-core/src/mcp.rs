@@ -60,6 +60,9 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     /// Resources the model may list and read (`mcp_resource_list`, `mcp_resource_read`). Only
     /// those listed here can be read: the model cannot make up an address on a server.
     pub resources: Vec<McpResource>,
+    /// Each offering server's instructions: (server label, text). They reach the model wrapped
+    /// as the server's reference material, never as instructions to follow.
+    pub instructions: Vec<(String, String)>,
     pub client: &'a McpClient,
     pub broker: &'a Broker<P>,
     pub mode: PermissionMode,
