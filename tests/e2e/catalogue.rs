@@ -234,6 +234,26 @@ async fn the_catalogue_file_adds_read_only_entries_and_a_mistake_stops_start_up_
     let rate =
         root.send("PUT", "/api/v1/mcp/catalogue/file:hub/rating", Some(json!({"stars": 5}))).await;
     assert_eq!(rate.status, 204);
+    // An administrator cannot list the file's server again...
+    let again = json!({"label": "Hub again", "address": "https://hub.example.org/mcp"});
+    let again = root.post("/api/v1/admin/mcp/catalogue", again).await;
+    assert_eq!(
+        (again.status, again.json["error"].as_str()),
+        (409, Some("catalogue_address_taken"))
+    );
+    let mail = json!({"label": "Mail", "address": "https://mail.example.org/mcp"});
+    assert_eq!(root.post("/api/v1/admin/mcp/catalogue", mail).await.status, 201);
+    drop(server);
+
+    // ...and when the file later lists an administrator's server, start-up says so.
+    let with_mail = format!(
+        "{}\n[[server]]\nid = \"mail\"\nlabel = \"Mail\"\naddress = \"https://mail.example.org/mcp\"\n",
+        std::fs::read_to_string(&file).unwrap()
+    );
+    std::fs::write(&file, with_mail).unwrap();
+    let server = Server::start(&db, &[("LLOOMA_MCP_CATALOGUE_FILE", &path)]);
+    let log = server.log_text();
+    assert!(log.contains("list the same server") && log.contains("mail.example.org"), "{log}");
     drop(server);
 
     // A mistake stops start-up naming the file, the line and the field.

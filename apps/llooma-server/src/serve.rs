@@ -23,6 +23,14 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let catalogue_file = settings.mcp_catalogue()?;
     let store = crate::open_store(&settings).await?;
     let vault = crate::secret::open_vault(&settings, &store).await?;
+    for (address, label) in llooma_api::catalogue_overlaps(&store, &catalogue_file).await? {
+        tracing::warn!(
+            %address,
+            admin_entry = %label,
+            "the MCP catalogue file and an administrator's entry list the same server: Discover \
+             shows both; remove the administrator's entry (Admin → Catalogue) or the file's"
+        );
+    }
     let config = ApiConfig {
         public_origin: settings.public_origin(),
         secure_cookies: settings.secure_cookies(),

@@ -131,6 +131,23 @@ pub fn parse_catalogue_file(text: &str) -> Result<Vec<CatalogueFileEntry>, Catal
     Ok(entries)
 }
 
+/// Addresses listed both by the catalogue file and by an administrator's entry: (address,
+/// administrator's label). Start-up warns about them (two cards for one server, ratings split);
+/// the administrator's entry can then be removed.
+pub async fn catalogue_overlaps(
+    store: &llooma_store::Store,
+    file: &[CatalogueFileEntry],
+) -> Result<Vec<(String, String)>, llooma_store::StoreError> {
+    let in_file: HashSet<&str> = file.iter().map(|f| f.entry.address.as_str()).collect();
+    Ok(store
+        .catalogue_entries()
+        .await?
+        .into_iter()
+        .filter(|e| in_file.contains(e.entry.address.as_str()))
+        .map(|e| (e.entry.address, e.entry.label))
+        .collect())
+}
+
 fn too_long(field: &str, max: usize) -> ApiError {
     ApiError::bad_request(
         "invalid_catalogue_entry",

@@ -37,7 +37,9 @@ use llooma_vault::Vault;
 
 pub use auth::{normalize_username, validate_password, validate_username};
 pub use bot_runtime::start_bots;
-pub use catalogue::{CatalogueFileEntry, CatalogueFileError, parse_catalogue_file};
+pub use catalogue::{
+    CatalogueFileEntry, CatalogueFileError, catalogue_overlaps, parse_catalogue_file,
+};
 pub use conversations::Turns;
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;

@@ -610,11 +610,8 @@ pub async fn refresh_server(
     let (groups, tools) = catalogue(&id, active, &new, &switches, &names);
     let json = serde_json::to_string(&in_use)
         .map_err(|e| ApiError::Internal(format!("serializing a snapshot: {e}")))?;
-    state.store.replace_mcp_snapshot(&signed_in.account.id, &id, &json).await?;
-    if !applied {
-        // The card says new tools wait for a review until the person gives it.
-        state.store.mark_mcp_snapshot_stale(&id).await?;
-    }
+    // Not applied: stored with the stale mark in the same write, so the card says new tools wait.
+    state.store.replace_mcp_snapshot(&signed_in.account.id, &id, &json, !applied).await?;
     let server = owned(&state, &signed_in, &id).await?;
     Ok(Json(McpRefreshReport {
         server: server_view(&server, &in_use),

@@ -252,12 +252,13 @@ impl Store {
         .await
     }
 
-    /// Replaces the catalogue snapshot (and clears the "stale" mark).
+    /// Replaces the catalogue snapshot and sets the "stale" mark (true: newer tools wait for review).
     pub async fn replace_mcp_snapshot(
         &self,
         account_id: &str,
         id: &str,
         snapshot_json: &str,
+        stale: bool,
     ) -> StoreResult<()> {
         self.update_owned(
             account_id,
@@ -265,7 +266,7 @@ impl Store {
             vec![
                 (mcp_servers::Column::SnapshotJson, Expr::value(snapshot_json)),
                 (mcp_servers::Column::SnapshotTakenAtMs, Expr::value(now_ms())),
-                (mcp_servers::Column::SnapshotStale, Expr::value(false)),
+                (mcp_servers::Column::SnapshotStale, Expr::value(stale)),
             ],
         )
         .await

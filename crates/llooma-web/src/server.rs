@@ -422,33 +422,76 @@ async fn add_server(State(web): State<Web>, query: PageQuery, request: Request) 
     .await
 }
 
-/// A query parameter's name that suggests a secret (`token`, `api_key`, `Secret`...).
+/// Words that name a secret in a query parameter (`access_token`, `API_KEY`, `apiKey`, `sig`...).
+const CREDENTIAL_WORDS: &[&str] = &[
+    "token",
+    "key",
+    "apikey",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "bearer",
+    "jwt",
+    "sig",
+    "signature",
+    "session",
+];
+
+/// Whether a query parameter's name suggests a secret: one of its words (split on anything but
+/// letters and digits, and where a lowercase letter meets an uppercase one) is a credential word.
+/// `author` or `keyword` are not.
 fn looks_like_credential(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    ["token", "key", "secret", "pass", "auth", "credential"].iter().any(|c| name.contains(c))
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if !c.is_ascii_alphanumeric() || (c.is_ascii_uppercase() && previous_lower) {
+            words.push(std::mem::take(&mut word));
+        }
+        if c.is_ascii_alphanumeric() {
+            word.push(c.to_ascii_lowercase());
+        }
+        previous_lower = c.is_ascii_lowercase();
+    }
+    words.push(word);
+    words.iter().any(|w| CREDENTIAL_WORDS.contains(&w.as_str()))
 }
 
 /// The address with any credential-like parameter of its query removed, and their names: a
-/// link cannot hand someone a key, in a parameter of its own or inside the address.
+/// link cannot hand someone a key, in a parameter of its own or inside the address. The other
+/// parameters are kept exactly as written.
 fn without_credentials(address: &str) -> (String, Vec<String>) {
     let Ok(mut url) = url::Url::parse(address) else {
         return (address.to_owned(), Vec::new());
     };
-    if url.query().is_none() {
+    let Some(query) = url.query().map(str::to_owned) else {
         return (address.to_owned(), Vec::new());
-    }
-    type Pairs = Vec<(String, String)>;
-    let (dropped, kept): (Pairs, Pairs) =
-        url.query_pairs().into_owned().partition(|(name, _)| looks_like_credential(name));
+    };
+    let mut dropped = Vec::new();
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|segment| {
+            let name = url::form_urlencoded::parse(segment.as_bytes())
+                .next()
+                .map(|(name, _)| name.into_owned())
+                .unwrap_or_default();
+            let credential = looks_like_credential(&name);
+            if credential {
+                dropped.push(name);
+            }
+            !credential
+        })
+        .collect();
     if dropped.is_empty() {
         return (address.to_owned(), Vec::new());
     }
-    if kept.is_empty() {
-        url.set_query(None);
-    } else {
-        url.query_pairs_mut().clear().extend_pairs(&kept);
-    }
-    (url.to_string(), dropped.into_iter().map(|(name, _)| name).collect())
+    url.set_query((!kept.is_empty()).then(|| kept.join("&")).as_deref());
+    (url.to_string(), dropped)
 }
 
 async fn admin_catalogue(State(web): State<Web>, request: Request) -> Response {
@@ -583,9 +626,19 @@ mod tests {
         let (address, dropped) = without_credentials("https://mcp.example.org/mcp?Token=t");
         assert_eq!(address, "https://mcp.example.org/mcp");
         assert_eq!(dropped, ["Token"]);
-        let plain = "https://mcp.example.org/mcp?team=a";
+        let plain = "https://mcp.example.org/mcp?team=a&author=b&keyword=c";
         assert_eq!(without_credentials(plain), (plain.to_owned(), Vec::new()));
+        // What stays is kept as written, not re-encoded.
+        let (address, dropped) =
+            without_credentials("https://x.example/mcp?q=a%20b&flag&path=%2Fx&apiKey=k");
+        assert_eq!(address, "https://x.example/mcp?q=a%20b&flag&path=%2Fx");
+        assert_eq!(dropped, ["apiKey"]);
         assert_eq!(without_credentials("not a url"), ("not a url".to_owned(), Vec::new()));
-        assert!(looks_like_credential("Bearer_Token") && !looks_like_credential("label"));
+        for name in ["Bearer_Token", "access-token", "X-Api-Key", "apikey", "sessionId", "sig"] {
+            assert!(looks_like_credential(name), "{name}");
+        }
+        for name in ["label", "author", "keyword", "passage", "monkey", "team"] {
+            assert!(!looks_like_credential(name), "{name}");
+        }
     }
 }
