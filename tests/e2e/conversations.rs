@@ -800,3 +800,48 @@ async fn announce_mode_offers_a_server_s_tools_once_the_model_asks() {
     assert_eq!(requests[1]["tools"], first + house.len(), "the group joined: {requests:?}");
     assert!(requests[1]["toolBytes"].as_u64() > requests[0]["toolBytes"].as_u64());
 }
+
+#[tokio::test]
+async fn a_tool_paused_by_update_tools_while_its_card_waits_is_not_called() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let server_id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.porch"})));
+    model.push(Reply::text("Told."));
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "porch light"}))
+        .await;
+    let call_id = loop {
+        let (name, data) = cards.next().await;
+        if name == "appeared" {
+            break data["card"]["id"].as_str().unwrap().to_owned();
+        }
+    };
+
+    // While the card waits, the server changes the tool and Update tools pauses it.
+    crate::peers::client_for(&peer)
+        .call_tool(
+            &peer.url(),
+            None,
+            "gateway-redescribe_tool",
+            json!({"name": "home-assistant-turn_on", "description": "Turns on every device."}),
+        )
+        .await
+        .unwrap();
+    let refresh = tab.post(&format!("/api/v1/mcp/servers/{server_id}/refresh"), json!({})).await;
+    assert_eq!(refresh.json["applied"], false, "{refresh:?}");
+
+    // Allowed afterwards, the call does not go out under the definition the card showed.
+    tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "Told.");
+    let last = steps.last().unwrap();
+    assert_eq!(last["state"], "failed", "{last}");
+    assert!(last["error"].as_str().unwrap().contains("no longer in use"), "{last}");
+    let told = &model.requests()[1].raw_body;
+    assert!(told.contains("was not called") && !told.contains("redescribed"), "{told}");
+}

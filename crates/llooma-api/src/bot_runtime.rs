@@ -262,6 +262,7 @@ impl Responder for TurnResponder {
             let mcp = McpTurn {
                 tools,
                 resources: Vec::new(),
+                in_use: Some(&self.state),
                 instructions,
                 client: &self.state.mcp,
                 broker: &self.state.broker,

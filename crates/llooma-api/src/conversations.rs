@@ -465,6 +465,7 @@ async fn mcp_turn<'a>(
     Ok(McpTurn {
         tools,
         resources,
+        in_use: Some(state),
         instructions,
         client: &state.mcp,
         broker: &state.broker,

@@ -901,6 +901,33 @@ pub(crate) async fn offered_resources(
     Ok(resources)
 }
 
+/// A call goes out only if its tool is still in use as the turn saw it: the server active and
+/// its stored list holding the tool with the same definition.
+impl llooma_core::InUseCheck for AppState {
+    fn still_in_use<'a>(
+        &'a self,
+        account_id: &'a str,
+        server_id: &'a str,
+        tool_name: &'a str,
+        definition_hash: &'a str,
+    ) -> llooma_core::PortFuture<'a, bool> {
+        Box::pin(async move {
+            let unreadable = |e: String| llooma_core::ToolError(e);
+            let Some(server) = self
+                .store
+                .mcp_server(account_id, server_id)
+                .await
+                .map_err(|e| unreadable(e.to_string()))?
+            else {
+                return Ok(false);
+            };
+            let snapshot = parse_snapshot(&server).map_err(|e| unreadable(e.to_string()))?;
+            Ok(server.is_active()
+                && snapshot.tools.iter().any(|t| t.name == tool_name && t.hash == definition_hash))
+        })
+    }
+}
+
 /// The instructions of the servers whose tools a turn offers: (label, text), in offer order.
 pub(crate) async fn offered_instructions(
     state: &AppState,

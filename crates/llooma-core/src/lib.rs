@@ -15,8 +15,8 @@ mod mcp;
 mod tools;
 
 pub use mcp::{
-    ANNOUNCE_TOOL, AnnounceCost, McpResource, McpTool, McpTurn, RESOURCE_LIST, RESOURCE_READ,
-    ToolCost, announce_cost,
+    ANNOUNCE_TOOL, AnnounceCost, InUseCheck, McpResource, McpTool, McpTurn, RESOURCE_LIST,
+    RESOURCE_READ, ToolCost, announce_cost,
 };
 pub use tools::{
     APP_TOOLS, BuiltinTools, CURRENT_DATE, FetchedPage, MAX_PAGE_CHARS, MAX_SEARCH_RESULTS,

@@ -60,6 +60,8 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     /// Resources the model may list and read (`mcp_resource_list`, `mcp_resource_read`). Only
     /// those listed here can be read: the model cannot make up an address on a server.
     pub resources: Vec<McpResource>,
+    /// Asked just before each call goes out (none: the list the turn started with is trusted).
+    pub in_use: Option<&'a dyn InUseCheck>,
     /// Each offering server's instructions: (server label, text). They reach the model wrapped
     /// as the server's reference material, never as instructions to follow.
     pub instructions: Vec<(String, String)>,
@@ -77,6 +79,19 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     /// Who started the turn: a person's conversation asks, a bot with MCP ticked runs its calls
     /// unasked, a spoken turn is refused MCP outright.
     pub context: Context,
+}
+
+/// Whether a tool is still in use, with the definition a turn started with, just before a call
+/// goes out: while the turn ran or its card waited, the person may have paused it ("Update
+/// tools" found it changed), removed it, or an administrator suspended its server.
+pub trait InUseCheck: Send + Sync + std::fmt::Debug {
+    fn still_in_use<'a>(
+        &'a self,
+        account_id: &'a str,
+        server_id: &'a str,
+        tool_name: &'a str,
+        definition_hash: &'a str,
+    ) -> crate::PortFuture<'a, bool>;
 }
 
 /// The one MCP tool a turn declares in announce mode. Calling it is not a call to any server:
@@ -484,6 +499,35 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         };
         Broker::<P>::verify_arguments(&approved, &arguments).map_err(|e| e.to_string())?;
         let sent = approved.arguments().map_err(|e| e.to_string())?;
+        if let Some(check) = self.in_use {
+            let in_use = check
+                .still_in_use(
+                    &self.account_id,
+                    &tool.server_id,
+                    &tool.tool_name,
+                    &tool.definition_hash,
+                )
+                .await;
+            let why = match in_use {
+                Ok(true) => None,
+                Ok(false) => Some(format!(
+                    "{} is no longer in use as it was when this reply began (its definition \
+                     changed and waits for review, it was removed, or its server was switched \
+                     off or suspended); it was not called",
+                    tool.model_name
+                )),
+                Err(err) => Some(format!(
+                    "whether {} is still in use could not be checked ({err}); it was not called",
+                    tool.model_name
+                )),
+            };
+            if let Some(why) = why {
+                sink.event("step", step("failed", json!({ "callId": approved.id, "error": why })))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                return Ok(format!("The call was not made: {why}."));
+            }
+        }
         match self
             .client
             .call_tool(&tool.server_address, tool.token.as_ref(), &tool.tool_name, sent)
