@@ -1,6 +1,7 @@
 //! A small W3C WebDriver client for headless Chromium through Debian's `chromedriver`: enough to
 //! sign in, click, type, read, open a second tab, reload and take screenshots, as a person would.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -41,9 +42,35 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Ends the session (chromedriver then quits Chromium), then kills what is left of the
+    /// driver's process group. Killing chromedriver alone leaves Chromium running: over a few
+    /// runs those orphans filled the machine's memory and later browsers failed to start.
     fn drop(&mut self) {
+        end_session(&self.session);
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
+    }
+}
+
+/// `DELETE` the WebDriver session over a plain socket (a drop cannot await), briefly.
+fn end_session(session_url: &str) {
+    use std::io::{Read, Write};
+    let Some(rest) = session_url.strip_prefix("http://") else { return };
+    let Some((host, path)) = rest.split_once('/') else { return };
+    let Ok(address) = host.parse::<std::net::SocketAddr>() else { return };
+    let Ok(mut stream) =
+        std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(2))
+    else {
+        return;
+    };
+    let _ = stream.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+    let request = format!(
+        "DELETE /{path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    if stream.write_all(request.as_bytes()).is_ok() {
+        let _ = stream.read(&mut [0u8; 512]);
     }
 }
 
@@ -52,7 +79,9 @@ impl Browser {
     pub async fn start(width: u32, height: u32) -> Option<Browser> {
         let (driver_path, chromium) = tools()?;
         let port = llooma_test_support::peers::free_port();
+        // Its own process group, so dropping the browser can end Chromium with it.
         let driver = Command::new(driver_path)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
