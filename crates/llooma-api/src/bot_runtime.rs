@@ -248,7 +248,7 @@ impl Responder for TurnResponder {
         };
         let (_stop_tx, stop) = watch::channel(false);
         let end = if b.mcp_ticked {
-            let tools = crate::mcp::offered_tools(
+            let (tools, instructions) = crate::mcp::offered_tools(
                 &self.state,
                 &b.account_id,
                 provider.max_tools_per_request(),
@@ -256,9 +256,6 @@ impl Responder for TurnResponder {
             )
             .await
             .map_err(|e| fail(&e))?;
-            let instructions = crate::mcp::offered_instructions(&self.state, &b.account_id, &tools)
-                .await
-                .map_err(|e| fail(&e))?;
             let mcp = McpTurn {
                 tools,
                 resources: Vec::new(),

@@ -453,11 +453,8 @@ async fn mcp_turn<'a>(
         crate::mcp::offered_resources(state, account_id).await.map_err(|e| e.to_string())?;
     // The two resource tools count against the provider's cap like the app's own.
     let own = builtin_tools + if resources.is_empty() { 0 } else { 2 };
-    let tools =
+    let (tools, instructions) =
         crate::mcp::offered_tools(state, account_id, cap, own).await.map_err(|e| e.to_string())?;
-    let instructions = crate::mcp::offered_instructions(state, account_id, &tools)
-        .await
-        .map_err(|e| e.to_string())?;
     let mode = state.store.permission_mode(account_id).await.map_err(|e| e.to_string())?;
     let settings = state.store.tool_settings(account_id).await.map_err(|e| e.to_string())?;
     let grants = state.store.consent_grants(account_id).await.map_err(|e| e.to_string())?;

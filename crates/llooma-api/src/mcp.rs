@@ -772,12 +772,15 @@ pub async fn admin_delete(
 
 /// The MCP tools a turn of this account offers: active servers, groups switched on, within the
 /// tool budget and what the provider takes (`provider_cap`, the app's own tool counted).
+///
+/// Beside them, the instructions of the servers they come from, as (label, text): one read of
+/// the account's servers serves both.
 pub(crate) async fn offered_tools(
     state: &AppState,
     account_id: &str,
     provider_cap: usize,
     builtin_tools: usize,
-) -> Result<Vec<llooma_core::McpTool>, ApiError> {
+) -> Result<(Vec<llooma_core::McpTool>, Vec<(String, String)>), ApiError> {
     select_offered(state, account_id, provider_cap, builtin_tools, Tokens::Decrypt).await
 }
 
@@ -795,7 +798,7 @@ async fn select_offered(
     provider_cap: usize,
     builtin_tools: usize,
     tokens: Tokens,
-) -> Result<Vec<llooma_core::McpTool>, ApiError> {
+) -> Result<(Vec<llooma_core::McpTool>, Vec<(String, String)>), ApiError> {
     let loaded = load_account(state, account_id).await?;
     let names = name_table(&loaded, None)?;
     let settings = state.store.tool_settings(account_id).await?;
@@ -842,7 +845,14 @@ async fn select_offered(
                 .unwrap_or(false),
         });
     }
-    Ok(tools)
+    let offering: std::collections::HashSet<&str> =
+        tools.iter().map(|t| t.server_id.as_str()).collect();
+    let instructions = loaded
+        .iter()
+        .filter(|l| offering.contains(l.server.id.as_str()))
+        .filter_map(|l| Some((l.server.label.clone(), l.snapshot.server.instructions.clone()?)))
+        .collect();
+    Ok((tools, instructions))
 }
 
 /// `GET /api/v1/mcp/announce-cost`: what the account's catalogue costs each request with
@@ -852,7 +862,7 @@ pub async fn announce_cost(
     signed_in: SignedIn,
 ) -> Result<Json<AnnounceCostView>, ApiError> {
     let account = &signed_in.account.id;
-    let tools =
+    let (tools, _) =
         select_offered(&state, account, llooma_providers::OPENAI_MAX_TOOLS, 0, Tokens::Leave)
             .await?;
     let cost = llooma_core::announce_cost(&tools);
@@ -926,22 +936,6 @@ impl llooma_core::InUseCheck for AppState {
                 && snapshot.tools.iter().any(|t| t.name == tool_name && t.hash == definition_hash))
         })
     }
-}
-
-/// The instructions of the servers whose tools a turn offers: (label, text), in offer order.
-pub(crate) async fn offered_instructions(
-    state: &AppState,
-    account_id: &str,
-    tools: &[llooma_core::McpTool],
-) -> Result<Vec<(String, String)>, ApiError> {
-    let offering: std::collections::HashSet<&str> =
-        tools.iter().map(|t| t.server_id.as_str()).collect();
-    Ok(load_account(state, account_id)
-        .await?
-        .into_iter()
-        .filter(|l| l.server.is_active() && offering.contains(l.server.id.as_str()))
-        .filter_map(|l| l.snapshot.server.instructions.map(|text| (l.server.label, text)))
-        .collect())
 }
 
 /// One of the account's servers that may be asked now: (label, address, token).

@@ -379,11 +379,17 @@ async fn discover(State(web): State<Web>, query: PageQuery, request: Request) ->
         let every: Vec<CatalogueEntryView> = web.get(&caller, "/api/v1/mcp/catalogue").await?;
         let tags: std::collections::BTreeSet<String> =
             every.iter().flat_map(|e| e.tags.iter().cloned()).collect();
-        let path = with_query("/api/v1/mcp/catalogue", &[("q", &q), ("tag", &tag)]);
+        // Unfiltered, the list that gave the tags is the answer; only a search asks again.
+        let entries = if q.is_empty() && tag.is_empty() {
+            every
+        } else {
+            web.get(&caller, &with_query("/api/v1/mcp/catalogue", &[("q", &q), ("tag", &tag)]))
+                .await?
+        };
         let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
         Ok(Page::Discover {
             me,
-            entries: web.get(&caller, &path).await?,
+            entries,
             tags: tags.into_iter().collect(),
             query: q,
             tag,
