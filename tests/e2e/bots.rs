@@ -205,6 +205,13 @@ async fn a_bot_is_checked_before_it_is_saved_and_its_key_never_comes_back() {
         (blocked.status, blocked.json["error"].as_str()),
         (422, Some("address_not_allowed"))
     );
+    // A valid address the policy refuses: said so, with the setting that allows it.
+    let said = blocked.json["message"].as_str().unwrap();
+    assert!(!said.contains("not a valid"), "{said}");
+    assert!(
+        said.contains("valid but not allowed") && said.contains("BOT_ALLOWED_ORIGINS"),
+        "{said}"
+    );
     let bad = w
         .tab
         .post(

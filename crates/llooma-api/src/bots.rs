@@ -353,9 +353,9 @@ async fn check(state: &AppState, address: &str, key: &Secret) -> Result<BotAccou
 fn connection_error(err: &ChattoError) -> ApiError {
     let (code, message) = match err {
         ChattoError::NotABot { .. } => ("not_a_bot", err.to_string()),
-        ChattoError::BadAddress { .. } | ChattoError::Blocked { .. } => {
-            ("address_not_allowed", err.to_string())
-        }
+        ChattoError::BadAddress { .. }
+        | ChattoError::AddressNotAllowed { .. }
+        | ChattoError::Blocked { .. } => ("address_not_allowed", err.to_string()),
         ChattoError::Unauthenticated { .. } => ("key_refused", err.to_string()),
         ChattoError::Unavailable { .. } => ("chat_server_unreachable", err.to_string()),
         ChattoError::Malformed { .. } => ("chat_server_not_understood", err.to_string()),

@@ -162,7 +162,9 @@ pub trait ChatServer: Send + Sync {
 
     /// Up to `count` messages written before `event_id`, oldest first: from the thread
     /// `thread_root` (its root included) or, when `None`, from the room's main timeline.
-    /// May return a few more or include later ones; the logic filters.
+    /// May return a few more, but never `event_id` itself nor anything after it: the server's
+    /// order decides which messages are earlier, not their times (two messages can carry the
+    /// same time, and a reply can be written while the bot is reading).
     fn messages_before(
         &self,
         room: &Room,
@@ -171,11 +173,14 @@ pub trait ChatServer: Send + Sync {
         count: usize,
     ) -> impl Future<Output = Result<Vec<ChatMessage>, Self::Error>> + Send;
 
-    /// The whole thread, root included, oldest first.
+    /// The thread `thread_root` up to `event_id` (one of its replies): the root, then every
+    /// reply before `event_id`, oldest first. Never `event_id` itself nor a reply after it, in
+    /// the server's order (see [`ChatServer::messages_before`]).
     fn whole_thread(
         &self,
         room: &Room,
         thread_root: &str,
+        event_id: &str,
     ) -> impl Future<Output = Result<Vec<ChatMessage>, Self::Error>> + Send;
 
     /// Posts a message; returns its event id.

@@ -3,7 +3,7 @@
 use std::fmt;
 
 use http::HeaderValue;
-use llooma_net::{Decision, NetClient, NetError, Purpose};
+use llooma_net::{Decision, NetClient, NetError, Purpose, Refusal};
 use llooma_vault::Secret;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -64,7 +64,7 @@ impl ChattoClient {
             });
         }
         if let Decision::Refused { reason } = net.policy().decide(Purpose::Bot, &parsed) {
-            return Err(ChattoError::BadAddress { problem: reason.to_string() });
+            return Err(refused(&parsed, reason));
         }
         let base = parsed.as_str().trim_end_matches('/').to_owned();
         Ok(Self { net, base, key })
@@ -262,6 +262,23 @@ impl ChattoClient {
         // Keeps the value out of any Debug print of the request.
         value.set_sensitive(true);
         Ok(value)
+    }
+}
+
+/// A policy refusal of a parsed address: either the URL is not one Llooma can use at all, or it
+/// is a valid address the policy does not allow (which an administrator can change).
+fn refused(address: &url::Url, reason: Refusal) -> ChattoError {
+    match reason {
+        Refusal::Unparseable { .. }
+        | Refusal::UnsupportedScheme { .. }
+        | Refusal::Userinfo
+        | Refusal::MissingHost => ChattoError::BadAddress { problem: reason.to_string() },
+        Refusal::LoopbackName { .. }
+        | Refusal::BlockedAddress { .. }
+        | Refusal::NotOnAllowList { .. } => {
+            let address = address.as_str().trim_end_matches('/').to_owned();
+            ChattoError::AddressNotAllowed { address, reason }
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! Errors of the Chatto client, each with what a person (or the runtime) should do next.
 
-use llooma_net::NetError;
+use llooma_net::{NetError, Refusal};
 
 use crate::chat::{ErrorAction, ServerError};
 
@@ -206,6 +206,19 @@ pub enum ChattoError {
         /// Why.
         problem: String,
     },
+    /// The address is a valid URL, but the outbound policy does not let Llooma reach it (a
+    /// private or local address, or not on `BOT_ALLOWED_ORIGINS` while that list is set).
+    #[error(
+        "the chat server address {address} is valid but not allowed by the outbound network \
+         policy: {reason}; `llooma check-address --purpose bot {address}` shows the same \
+         decision"
+    )]
+    AddressNotAllowed {
+        /// The address, as parsed (no query, fragment or credentials).
+        address: String,
+        /// The policy's refusal, with what an administrator can do about it.
+        reason: Refusal,
+    },
 }
 
 fn missing_words(permission: Option<&'static str>) -> String {
@@ -227,7 +240,9 @@ impl ChattoError {
             | ChattoError::Unavailable { rpc, .. }
             | ChattoError::Malformed { rpc, .. }
             | ChattoError::Other { rpc, .. } => Some(*rpc),
-            ChattoError::NotABot { .. } | ChattoError::BadAddress { .. } => None,
+            ChattoError::NotABot { .. }
+            | ChattoError::BadAddress { .. }
+            | ChattoError::AddressNotAllowed { .. } => None,
         }
     }
 }
@@ -247,6 +262,7 @@ impl ServerError for ChattoError {
             | ChattoError::Blocked { .. }
             | ChattoError::NotABot { .. }
             | ChattoError::BadAddress { .. }
+            | ChattoError::AddressNotAllowed { .. }
             // Lenient parsing already absorbs added fields; what still fails will fail on every
             // retry, so a person has to look (usually: an unsupported server version).
             | ChattoError::Malformed { .. } => ErrorAction::Pause,

@@ -42,8 +42,8 @@ pub use runtime::{IntegrationSpec, RunReport, RunState, RuntimeConfig, RuntimePo
 pub use server::ChattoServer;
 pub use split::{BODY_LIMIT_BYTES, MAX_PART_BYTES, split_answer};
 pub use tick::{
-    BotSettings, Handled, MemoryLedger, NeverFails, Outcome, PostInterrupted, Stopped, TickReport,
-    post_all, run_tick,
+    BotSettings, Follow, Handled, MemoryLedger, NeverFails, Outcome, PostInterrupted, Stopped,
+    TickReport, post_all, run_tick,
 };
 
 /// Checks an address and key before an integration is saved: the key must be accepted, and

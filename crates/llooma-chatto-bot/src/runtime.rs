@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::chat::{ActivationLedger, ErrorAction, OutgoingPost, Responder, ServerError};
-use crate::tick::{BotSettings, Outcome, Stopped, post_all, run_tick};
+use crate::tick::{BotSettings, Follow, Outcome, Stopped, post_all, run_tick};
 use crate::{ChattoClient, ChattoServer};
 
 /// Longest pause between two polls of a server that keeps failing.
@@ -247,12 +247,20 @@ struct PollerState<P: RuntimePort> {
     spec: IntegrationSpec,
     server: Option<ChattoServer>,
     responder: P::Responder,
-    /// Parts of an answer whose posting was interrupted (slow mode, network): sent before
-    /// anything else, in order. Kept in memory only: the activation is recorded, so after a
-    /// restart they are lost rather than sent twice.
-    unsent: Vec<OutgoingPost>,
+    /// Answers whose posting was interrupted (slow mode, network): their remaining parts are
+    /// sent before anything else, in order, then their thread followed. Kept in memory only:
+    /// the activation is recorded, so after a restart they are lost rather than sent twice.
+    unsent: Vec<Unsent>,
     failures: u32,
     reported: Option<RunReport>,
+}
+
+/// What is left of an interrupted answer.
+struct Unsent {
+    /// Parts not yet posted, in order.
+    posts: Vec<OutgoingPost>,
+    /// The thread to follow once the last of them is posted.
+    follow: Option<Follow>,
 }
 
 async fn poll_integration<P: RuntimePort>(
@@ -361,11 +369,13 @@ impl<P: RuntimePort> PollerState<P> {
             }
         }
         let Some(server) = self.server.as_ref() else { return Next::Wait(self.config.poll_every) };
-        if !self.unsent.is_empty() {
-            match post_all(server, &self.unsent).await {
-                Ok(_) => self.unsent.clear(),
+        while let Some(unsent) = self.unsent.first_mut() {
+            match post_all(server, &unsent.posts, unsent.follow.as_ref()).await {
+                Ok(_) => {
+                    self.unsent.remove(0);
+                }
                 Err(interrupted) => {
-                    self.unsent = interrupted.remaining;
+                    unsent.posts = interrupted.remaining;
                     return self.failed(stopped_by(&interrupted.error)).await;
                 }
             }
@@ -382,7 +392,9 @@ impl<P: RuntimePort> PollerState<P> {
         let mut answered = false;
         for handled in report.handled {
             match handled.outcome {
-                Outcome::PostInterrupted { remaining, .. } => self.unsent.extend(remaining),
+                Outcome::PostInterrupted { remaining, follow, .. } => {
+                    self.unsent.push(Unsent { posts: remaining, follow });
+                }
                 Outcome::ModelFailed { error } => {
                     tracing::warn!(integration = %self.spec.id, %error, "the bot's model failed");
                     model_error = Some(format!("The model failed to answer: {error}"));

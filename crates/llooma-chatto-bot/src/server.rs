@@ -86,15 +86,23 @@ impl ChattoServer {
         Ok(out)
     }
 
-    /// Thread pages, newest first, until `target` is found with `count` messages before it, or
-    /// the thread's start.
-    async fn thread_messages(
+    /// The thread rooted on `root` up to `until` (one of its replies): the root, then the
+    /// replies before `until`, oldest first. Pages are read newest first, to the thread's start,
+    /// or, with `count`, until `count` shown replies before `until` are in hand.
+    ///
+    /// The cut is made by position in the thread, never by time: replies written after `until`
+    /// are on the same pages (they may be there when the bot reads, and may carry the same
+    /// time). When `until` is not on the pages read (more than [`MAX_HISTORY_PAGES`] pages from
+    /// the thread's end, or gone), every reply read may be later than it, so none is kept.
+    async fn thread_before(
         &self,
         room: &Room,
         root: &str,
-        target: Option<(&str, usize)>,
+        until: &str,
+        count: Option<usize>,
     ) -> Result<Vec<Message>, ChattoError> {
-        let mut collected: Vec<Message> = Vec::new();
+        let mut root_message: Option<Message> = None;
+        let mut replies: Vec<Message> = Vec::new();
         let mut before: Option<String> = None;
         for _ in 0..MAX_HISTORY_PAGES {
             let page = self
@@ -104,20 +112,29 @@ impl ChattoServer {
             self.remember(&page.includes.users);
             let (has_older, cursor) = (page.has_older, page.start_cursor.clone());
             let mut messages = messages_of(page);
-            messages.append(&mut collected);
-            collected = messages;
-            let enough = target.is_some_and(|(event_id, count)| {
-                collected
+            // The newest page holds the root ahead of the latest replies; it precedes them all,
+            // older pages included.
+            if let Some(at) = messages.iter().position(|m| m.id == root) {
+                root_message = Some(messages.remove(at));
+            }
+            messages.append(&mut replies);
+            replies = messages;
+            let enough = count.is_some_and(|count| {
+                replies
                     .iter()
-                    .position(|m| m.id == event_id)
-                    .is_some_and(|at| countable(&collected[..at]) >= count)
+                    .position(|m| m.id == until)
+                    .is_some_and(|at| countable(&replies[..at]) >= count)
             });
             if !has_older || enough || cursor.is_empty() {
                 break;
             }
             before = Some(cursor);
         }
-        Ok(collected)
+        match replies.iter().position(|m| m.id == until) {
+            Some(at) => replies.truncate(at),
+            None => replies.clear(),
+        }
+        Ok(root_message.into_iter().chain(replies).collect())
     }
 }
 
@@ -170,7 +187,7 @@ impl ChatServer for ChattoServer {
         count: usize,
     ) -> Result<Vec<ChatMessage>, ChattoError> {
         if let Some(root) = thread_root {
-            let messages = self.thread_messages(room, root, Some((event_id, count))).await?;
+            let messages = self.thread_before(room, root, event_id, Some(count)).await?;
             return self.translate(messages).await;
         }
         // Twice as many as needed, since the page is centred on the target and echoes or other
@@ -206,8 +223,9 @@ impl ChatServer for ChattoServer {
         &self,
         room: &Room,
         thread_root: &str,
+        event_id: &str,
     ) -> Result<Vec<ChatMessage>, ChattoError> {
-        let messages = self.thread_messages(room, thread_root, None).await?;
+        let messages = self.thread_before(room, thread_root, event_id, None).await?;
         self.translate(messages).await
     }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use crate::chat::{
     ActivationKey, ActivationLedger, ChatMessage, ChatServer, ErrorAction, ModelMessage,
-    OutgoingPost, Responder, ServerError,
+    OutgoingPost, Responder, Room, ServerError,
 };
 use crate::logic::{
     Activation, ContextFetch, ContextMode, Dropped, MAX_ACTIVATION_AGE, PlacementMode,
@@ -50,14 +50,26 @@ pub enum Outcome {
         /// The model's error, as text.
         error: String,
     },
-    /// Posting stopped part-way (slow mode, network). The rest can be sent with
-    /// [`post_all`] later; the activation is recorded, so nothing else will send them.
+    /// Posting stopped part-way (slow mode, network). The rest, and then the follow, can be
+    /// sent with [`post_all`] later; the activation is recorded, so nothing else will send them.
     PostInterrupted {
         /// Event ids already posted.
         posted: Vec<String>,
         /// Parts not yet posted, in order.
         remaining: Vec<OutgoingPost>,
+        /// The thread to follow once the last part is posted.
+        follow: Option<Follow>,
     },
+}
+
+/// A thread the bot follows once an answer's last part is posted, so the next question there
+/// needs no mention (see [`crate::Placement::follow_thread`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Follow {
+    /// The room of the thread.
+    pub room: Room,
+    /// The thread's root.
+    pub thread_root: String,
 }
 
 /// One activation's outcome.
@@ -227,24 +239,21 @@ where
         Err(err) => return Step::Done(Outcome::ModelFailed { error: err.to_string() }),
     };
     let posts = plan_posts(&activation.room, &placement, split_answer(&answer, MAX_PART_BYTES));
-    let posted = match post_all(server, &posts).await {
-        Ok(posted) => posted,
+    let follow = placement
+        .follow_thread
+        .map(|thread_root| Follow { room: activation.room.clone(), thread_root });
+    match post_all(server, &posts, follow.as_ref()).await {
+        Ok(posted) => Step::Done(Outcome::Answered { posted, context }),
         Err(interrupted) => {
             let stopped = stop(&interrupted.error);
             let outcome = Outcome::PostInterrupted {
                 posted: interrupted.posted,
                 remaining: interrupted.remaining,
+                follow: interrupted.follow,
             };
-            return Step::Stop(stopped, Some(outcome));
+            Step::Stop(stopped, Some(outcome))
         }
-    };
-    if let Some(root) = &placement.follow_thread
-        && let Err(err) = server.follow_thread(&activation.room, root).await
-    {
-        // The answer is out; not following only means the next question needs the @ again.
-        tracing::warn!(error = %err, "could not follow the thread of a mention");
     }
-    Step::Done(Outcome::Answered { posted, context })
 }
 
 fn storage_down<E: std::error::Error>(err: &E) -> Stopped {
@@ -270,7 +279,9 @@ async fn read_context<S: ChatServer>(
                 .await?;
             return Ok(build_context(calling, &earlier, me, Some(count)));
         }
-        ContextFetch::Thread { root } => server.whole_thread(&activation.room, &root).await?,
+        ContextFetch::Thread { root } => {
+            server.whole_thread(&activation.room, &root, &calling.id).await?
+        }
     };
     Ok(build_context(calling, &earlier, me, None))
 }
@@ -282,24 +293,40 @@ pub struct PostInterrupted<E> {
     pub posted: Vec<String>,
     /// Parts not posted, the failed one first.
     pub remaining: Vec<OutgoingPost>,
+    /// The thread still to follow once `remaining` is posted.
+    pub follow: Option<Follow>,
     /// Why.
     pub error: E,
 }
 
-/// Posts parts in order, stopping at the first error (a later part must never arrive before an
-/// earlier one).
+/// Posts an answer's parts (or what is left of them) in order, stopping at the first error (a
+/// later part must never arrive before an earlier one), then, once the last part is out,
+/// follows `follow`. Every path that posts an answer goes through here, so an answer finished
+/// on a later poll follows its thread just as one posted at once.
 pub async fn post_all<S: ChatServer>(
     server: &S,
     posts: &[OutgoingPost],
+    follow: Option<&Follow>,
 ) -> Result<Vec<String>, PostInterrupted<S::Error>> {
     let mut posted = Vec::with_capacity(posts.len());
     for (i, post) in posts.iter().enumerate() {
         match server.post(post).await {
             Ok(id) => posted.push(id),
             Err(error) => {
-                return Err(PostInterrupted { posted, remaining: posts[i..].to_vec(), error });
+                return Err(PostInterrupted {
+                    posted,
+                    remaining: posts[i..].to_vec(),
+                    follow: follow.cloned(),
+                    error,
+                });
             }
         }
+    }
+    if let Some(follow) = follow
+        && let Err(err) = server.follow_thread(&follow.room, &follow.thread_root).await
+    {
+        // The answer is out; not following only means the next question needs the @ again.
+        tracing::warn!(error = %err, "could not follow the thread of a mention");
     }
     Ok(posted)
 }

@@ -7,7 +7,8 @@
 //! What it models: users (people and bots, bots flagged the old way with `isBot` or the new way
 //! with a `bot` object), API keys (revocable), rooms (channels and DMs) with members, messages in
 //! the main timeline and in threads (with room echoes), notifications whose `createdAt` the test
-//! chooses, per-bot permissions, slow mode, the 1 MiB request cap and the 10,000-byte body cap.
+//! chooses, per-bot permissions, slow mode, an outage (at once, or after a number of posts), the
+//! 1 MiB request cap and the 10,000-byte body cap.
 //! It records every `CreateMessage`, `FollowThread` and `MarkNotificationRead` call.
 //!
 //! What it does not: notifications are scripted, never derived from posts (tests decide exactly
@@ -204,6 +205,8 @@ pub(crate) struct State {
     pub list_calls: Vec<(String, DateTime<Utc>)>,
     /// Every call answers 503 (the server is down behind its proxy).
     pub unavailable: bool,
+    /// The server goes down (see `unavailable`) once this many more posts are accepted.
+    pub down_after_posts: Option<usize>,
 }
 
 impl State {
@@ -452,6 +455,17 @@ impl FakeChatto {
     /// Takes the server down (every call answers HTTP 503 with no Connect body) or back up.
     pub fn set_unavailable(&self, down: bool) {
         lock(&self.state).unavailable = down;
+    }
+
+    /// Takes the server down (as [`FakeChatto::set_unavailable`]) right after it accepts `posts`
+    /// more `CreateMessage` calls: the network failing between two parts of an answer.
+    pub fn go_down_after_posts(&self, posts: usize) {
+        let mut state = lock(&self.state);
+        if posts == 0 {
+            state.unavailable = true;
+        } else {
+            state.down_after_posts = Some(posts);
+        }
     }
 
     /// Every `CreateMessage` call so far, accepted or not.

@@ -511,8 +511,16 @@ fn create_message(state: &mut State, call: &Call<'_>) -> Answer {
         at: Utc::now(),
     };
     let result = create_message_checked(state, call, &record);
-    if let Err(fail) = &result {
-        record.refused = Some(fail.0.to_owned());
+    match &result {
+        Err(fail) => record.refused = Some(fail.0.to_owned()),
+        Ok(_) => {
+            if let Some(left) = state.down_after_posts {
+                let left = left.saturating_sub(1);
+                state.down_after_posts = (left > 0).then_some(left);
+                // This post is accepted; every call after it finds the server down.
+                state.unavailable |= left == 0;
+            }
+        }
     }
     state.create_calls.push(record);
     result

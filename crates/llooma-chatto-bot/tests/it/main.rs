@@ -9,8 +9,9 @@ use chrono::{DateTime, Duration, Utc};
 use llooma_chatto_bot::logic::hourly_window_allows;
 use llooma_chatto_bot::{
     BotSettings, ChatServer, ChattoClient, ChattoError, ChattoServer, ContextMode, Dropped,
-    ErrorAction, MemoryLedger, ModelMessage, Outcome, PlacementMode, Responder, Role, ServerError,
-    TickReport, post_all, run_tick,
+    ErrorAction, IntegrationSpec, MemoryLedger, ModelMessage, Outcome, PlacementMode, Responder,
+    Role, RunReport, RunState, RuntimeConfig, RuntimePort, ServerError, TickReport, post_all,
+    run_tick, runtime,
 };
 use llooma_chatto_fake::{ALL_BOT_PERMISSIONS, BotStyle, FakeBot, FakeChatto, SignalKind};
 use llooma_net::{NetClient, OutboundPolicy, Purpose};
@@ -469,17 +470,22 @@ async fn slow_mode_retries_later_and_the_rest_can_be_posted() {
     let report = run_tick(&server, &ledger, &scripted("hello"), &default_settings(), w.now).await;
     let stopped = report.stopped.clone().expect("the tick stops");
     assert_eq!(stopped.action, ErrorAction::RetryLater);
-    let Outcome::PostInterrupted { posted, remaining } = &report.handled[0].outcome else {
+    let Outcome::PostInterrupted { posted, remaining, follow } = &report.handled[0].outcome else {
         panic!("{report:?}");
     };
     assert!(posted.is_empty());
     assert_eq!(remaining.len(), 1);
     assert_eq!(ledger.keys().len(), 1, "recorded before posting");
+    // A mention in the room, answered in the room: its thread is followed, but only once the
+    // answer is out.
+    assert_eq!(follow.as_ref().map(|f| f.thread_root.as_str()), Some(message.as_str()));
+    assert!(w.fake.follow_calls().is_empty());
 
     w.fake.set_slow_mode(&w.general, false);
-    let ids = post_all(&server, remaining).await.unwrap();
+    let ids = post_all(&server, remaining, follow.as_ref()).await.unwrap();
     assert_eq!(ids.len(), 1);
     assert_eq!(w.bot_posts().len(), 1);
+    assert!(w.fake.is_following(&w.bot.id, &w.general, &message));
 }
 
 #[tokio::test]
@@ -502,4 +508,259 @@ async fn the_server_identity_is_the_bot() {
     assert_eq!(server.me().id, w.bot.id);
     assert!(server.me().is_bot);
     let _ = &w.bea;
+}
+
+/// A mention in the room answered in the room is followed (the next question needs no @),
+/// also when posting the answer was interrupted and its last parts went out on a later poll:
+/// slow mode (`resource_exhausted`) before the first part, or the network failing between two
+/// parts. Runs the real polling runtime.
+#[tokio::test]
+async fn an_interrupted_answer_follows_the_mention_once_its_last_part_is_posted() {
+    #[derive(Debug, Clone, Copy)]
+    enum Cut {
+        SlowMode,
+        NetworkBetweenParts,
+    }
+    for cut in [Cut::SlowMode, Cut::NetworkBetweenParts] {
+        let w = World::new(&ALL_BOT_PERMISSIONS).await;
+        let calling = w.fake.post(&w.general, &w.ann, "@helper explain", w.ago(1));
+        w.fake.notify(&w.bot.id, SignalKind::DirectMentionReceived, &w.general, &calling, w.ago(1));
+        // Two parts: each paragraph alone nearly fills one.
+        let paragraph = "word ".repeat(1_500);
+        let answer = format!("{paragraph}\n\n{paragraph}");
+        let (waiting_state, lift): (RunState, Box<dyn Fn()>) = match cut {
+            Cut::SlowMode => {
+                w.fake.set_slow_mode(&w.general, true);
+                (RunState::SlowedDown, Box::new(|| w.fake.set_slow_mode(&w.general, false)))
+            }
+            Cut::NetworkBetweenParts => {
+                w.fake.go_down_after_posts(1);
+                (RunState::BackingOff, Box::new(|| w.fake.set_unavailable(false)))
+            }
+        };
+        let runtime = Runtime::start(&w, &answer);
+        runtime
+            .wait_for(&format!("{cut:?}: {waiting_state:?}"), |r| r.state == waiting_state)
+            .await;
+        assert!(w.fake.follow_calls().is_empty(), "{cut:?}: followed before the answer was out");
+        lift();
+        eventually(&format!("{cut:?}: both parts posted"), || w.bot_posts().len() == 2).await;
+        eventually(&format!("{cut:?}: the mention's thread followed"), || {
+            w.fake.is_following(&w.bot.id, &w.general, &calling)
+        })
+        .await;
+        let follows = w.fake.follow_calls();
+        assert_eq!(follows.len(), 1, "{cut:?}: followed once: {follows:?}");
+        assert_eq!(follows[0].thread_root_event_id, calling, "{cut:?}");
+        let posts = w.bot_posts();
+        assert_eq!(posts[0].in_reply_to.as_deref(), Some(calling.as_str()), "{cut:?}");
+        assert!(posts.iter().all(|p| p.thread_root_event_id.is_none()), "{cut:?}: in the room");
+        runtime.stop().await;
+    }
+}
+
+/// Replies written in a thread after the calling message, already there when the bot reads the
+/// thread, never reach the model: the thread is longer than one page, and the replies carry the
+/// same time as the call (written within the millisecond), so only the thread's order tells them
+/// apart. Whole thread, and messages before, with the call on the older page and on the newest.
+#[tokio::test]
+async fn replies_after_the_call_never_reach_the_model_however_the_thread_is_paged() {
+    const REPLIES: usize = 130;
+    // (context mode, index of the calling reply, how many replies before it the model sees)
+    let cases = [
+        (ContextMode::WholeThread, 10, 10),
+        (ContextMode::WholeThread, 60, 60),
+        (ContextMode::messages_before(5), 10, 5),
+        (ContextMode::messages_before(5), 60, 5),
+    ];
+    for (mode, call_at, shown) in cases {
+        let w = World::new(&ALL_BOT_PERMISSIONS).await;
+        let f = &w.fake;
+        let root = f.post(&w.general, &w.ann, "thread root", w.ago(5));
+        let burst = w.ago(2);
+        let mut calling = String::new();
+        for i in 0..REPLIES {
+            let (who, text) = match i.cmp(&call_at) {
+                std::cmp::Ordering::Less => (&w.bea, format!("before {i}")),
+                std::cmp::Ordering::Equal => (&w.ann, "@helper what did we decide?".to_owned()),
+                std::cmp::Ordering::Greater => (&w.bea, format!("after {i}")),
+            };
+            let id = f.post_in_thread(&w.general, &root, who, &text, burst, false);
+            if i == call_at {
+                calling = id;
+            }
+        }
+        f.notify(&w.bot.id, SignalKind::DirectMentionReceived, &w.general, &calling, burst);
+        let responder = scripted("decided");
+        let report = w.tick(&settings(mode, PlacementMode::WhereAsked), &responder).await;
+        assert!(report.stopped.is_none(), "{mode:?} at {call_at}: {report:?}");
+        let seen = responder.seen.lock().unwrap();
+        let got: Vec<&str> = seen[0].iter().map(|m| m.text.as_str()).collect();
+        let leaked: Vec<&&str> = got.iter().filter(|t| t.contains("after")).collect();
+        assert!(leaked.is_empty(), "{mode:?} at {call_at}: the model saw {leaked:?}");
+        let mut expected = Vec::new();
+        if mode == ContextMode::WholeThread {
+            expected.push("Ann Lee (@ann): thread root".to_owned());
+        }
+        expected.extend((call_at - shown..call_at).map(|i| format!("Bea Ray (@bea): before {i}")));
+        expected.push("Ann Lee (@ann): @helper what did we decide?".to_owned());
+        assert_eq!(got, expected, "{mode:?} at {call_at}");
+    }
+
+    // The room's main timeline, the same way: messages before, none after.
+    let w = World::new(&ALL_BOT_PERMISSIONS).await;
+    let burst = w.ago(2);
+    let mut calling = String::new();
+    for i in 0..REPLIES {
+        if i == 60 {
+            calling = w.fake.post(&w.general, &w.ann, "@helper and in the room?", burst);
+        } else {
+            let text = if i < 60 { format!("before {i}") } else { format!("after {i}") };
+            w.fake.post(&w.general, &w.bea, &text, burst);
+        }
+    }
+    w.fake.notify(&w.bot.id, SignalKind::DirectMentionReceived, &w.general, &calling, burst);
+    let responder = scripted("ok");
+    w.tick(&settings(ContextMode::messages_before(5), PlacementMode::WhereAsked), &responder).await;
+    let seen = responder.seen.lock().unwrap();
+    let got: Vec<&str> = seen[0].iter().map(|m| m.text.as_str()).collect();
+    let mut expected: Vec<String> =
+        (55..60).map(|i| format!("Bea Ray (@bea): before {i}")).collect();
+    expected.push("Ann Lee (@ann): @helper and in the room?".to_owned());
+    assert_eq!(got, expected, "room timeline");
+}
+
+/// An address the outbound policy refuses is a valid URL: the error says it is not allowed and
+/// how to allow it, as `llooma check-address` does. A malformed one is still called invalid.
+#[tokio::test]
+async fn a_refused_address_is_valid_but_not_allowed_and_says_how_to_allow_it() {
+    let w = World::new(&ALL_BOT_PERMISSIONS).await;
+    let net = || {
+        let policy = OutboundPolicy::public_only();
+        NetClient::builder(Arc::new(policy), Purpose::Bot).build().unwrap()
+    };
+    for address in ["http://10.0.0.5", "http://localhost:8080", w.fake.origin().as_str()] {
+        let err = ChattoClient::new(net(), address, Secret::new(&w.bot.key)).unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains("not a valid"), "{address}: {text}");
+        assert!(text.contains("not allowed"), "{address}: {text}");
+        assert!(text.contains("BOT_ALLOWED_ORIGINS"), "{address}: {text}");
+        assert!(text.contains("llooma check-address --purpose bot"), "{address}: {text}");
+        assert_eq!(err.action(), ErrorAction::Pause, "{address}");
+    }
+    // Listed, then refused for not being on the list.
+    let listed =
+        OutboundPolicy::from_allow_lists(None, None, Some("https://chat.example.org")).unwrap();
+    let listed = NetClient::builder(Arc::new(listed), Purpose::Bot).build().unwrap();
+    let err = ChattoClient::new(listed, "https://other.example.org", Secret::new("k")).unwrap_err();
+    let text = err.to_string();
+    assert!(!text.contains("not a valid") && text.contains("not allowed"), "{text}");
+    assert!(text.contains("BOT_ALLOWED_ORIGINS"), "{text}");
+    for malformed in ["ftp://chat.example.org", "chat.example.org", "https://u:p@chat.example.org"]
+    {
+        let err = ChattoClient::new(net(), malformed, Secret::new("k")).unwrap_err();
+        assert!(err.to_string().contains("not a valid"), "{malformed}: {err}");
+    }
+}
+
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The polling runtime over one integration of a [`World`], with in-memory storage and a model
+/// that always answers the same.
+struct Runtime {
+    port: Arc<Port>,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+struct Port {
+    spec: IntegrationSpec,
+    ledger: MemoryLedger,
+    answer: String,
+    reports: Mutex<Vec<RunReport>>,
+}
+
+#[derive(Clone)]
+struct Fixed(String);
+
+impl Responder for Fixed {
+    type Error = Never;
+    async fn respond(&self, _context: &[ModelMessage]) -> Result<String, Never> {
+        Ok(self.0.clone())
+    }
+}
+
+impl RuntimePort for Port {
+    type Error = Never;
+    type Ledger = MemoryLedger;
+    type Responder = Fixed;
+
+    async fn runnable(&self) -> Result<Vec<IntegrationSpec>, Never> {
+        Ok(vec![self.spec.clone()])
+    }
+
+    async fn claim_lease(
+        &self,
+        _id: &str,
+        _holder: &str,
+        _ttl: std::time::Duration,
+    ) -> Result<bool, Never> {
+        Ok(true)
+    }
+
+    async fn release_lease(&self, _id: &str, _holder: &str) -> Result<(), Never> {
+        Ok(())
+    }
+
+    async fn report(&self, _spec: &IntegrationSpec, report: &RunReport) -> Result<(), Never> {
+        self.reports.lock().unwrap().push(report.clone());
+        Ok(())
+    }
+
+    fn ledger(&self) -> &MemoryLedger {
+        &self.ledger
+    }
+
+    fn responder(&self, _spec: &IntegrationSpec) -> Fixed {
+        Fixed(self.answer.clone())
+    }
+}
+
+impl Runtime {
+    fn start(w: &World, answer: &str) -> Runtime {
+        let origin = w.fake.origin();
+        let policy = OutboundPolicy::from_allow_lists(None, None, Some(&origin)).unwrap();
+        let net = NetClient::builder(Arc::new(policy), Purpose::Bot).build().unwrap();
+        let port = Arc::new(Port {
+            spec: IntegrationSpec {
+                id: "integration-1".into(),
+                address: origin,
+                key: Secret::new(&w.bot.key),
+                settings: settings(ContextMode::OnlyCallingMessage, PlacementMode::WhereAsked),
+                version: 1,
+            },
+            ledger: MemoryLedger::default(),
+            answer: answer.to_owned(),
+            reports: Mutex::new(Vec::new()),
+        });
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let config = RuntimeConfig::new(std::time::Duration::from_millis(100), "replica-1");
+        let task = tokio::spawn(runtime::run(port.clone(), net, config, stopped));
+        Runtime { port, stop, task }
+    }
+
+    async fn wait_for(&self, what: &str, reached: impl Fn(&RunReport) -> bool) {
+        eventually(what, || self.port.reports.lock().unwrap().iter().any(&reached)).await;
+    }
+
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
 }
