@@ -19,27 +19,25 @@ use anyhow::{Context, Result, bail};
 
 use crate::layering::Workspace;
 use crate::util::{Ctx, Steps, fmt_duration, run, works};
-use crate::{deny, layering};
+use crate::{deny, layering, setup};
 
 pub const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432";
 
+/// `LLOOMA_TEST_PG_URL`, else [`DEFAULT_PG_URL`].
+pub fn pg_url() -> String {
+    std::env::var("LLOOMA_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.to_owned())
+}
+
 pub fn ci(ctx: &Ctx) -> Result<()> {
-    let pg_url = std::env::var("LLOOMA_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_PG_URL.to_owned());
+    let pg_url = pg_url();
     let mut steps = Steps::new();
 
-    // Tools first: a missing tool should fail in seconds, not after a 10-minute build.
-    steps.step("tools present (cargo-deny, cargo-nextest)", || {
-        if !works(&mut ctx.cargo(["deny", "--version"])) {
-            bail!("{}", deny::INSTALL_HINT);
-        }
-        if !works(&mut ctx.cargo(["nextest", "--version"])) {
-            bail!(
-                "cargo-nextest is not installed; install it with \
-                 `cargo install cargo-nextest --locked`, or run `bash .ci/run`"
-            );
-        }
-        Ok(())
-    })?;
+    // The machine first: what is missing is installed now, and what cannot be installed here
+    // fails in seconds, not after a 10-minute build.
+    steps.step(
+        "set-up (rustfmt, clippy, cargo-deny, cargo-nextest, wasm32 target, chromium, postgres)",
+        || setup::setup(ctx),
+    )?;
     steps.step("cargo fmt --all --check", || {
         run(&mut ctx.cargo(["fmt", "--all", "--check"])).context(
             "rustfmt disagrees (run `cargo fmt --all` and commit the result) or could not \
@@ -69,7 +67,7 @@ pub fn ci(ctx: &Ctx) -> Result<()> {
              installed? `rustup target add wasm32-unknown-unknown`)",
         )
     })?;
-    steps.step("cargo deny --offline check", || {
+    steps.step("cargo deny check", || {
         deny::check(ctx).context(
             "cargo-deny failed: a license outside deny.toml's allow-list, a known advisory, a \
              banned crate or a source other than crates.io",
@@ -172,9 +170,6 @@ fn llooma_bin(ws: &Workspace) -> PathBuf {
 fn postgres_reachable(url: &str) -> Result<()> {
     let hostport = host_port(url)
         .with_context(|| format!("LLOOMA_TEST_PG_URL={url} is not a postgres://host[:port] URL"))?;
-    let hint = "start it (on CI machines: `pg_ctlcluster --skip-systemctl-redirect \
-                $(ls /etc/postgresql) main start`, which .ci/run does), or point \
-                LLOOMA_TEST_PG_URL at a running server";
     let addrs: Vec<_> = hostport
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {hostport} (from LLOOMA_TEST_PG_URL={url})"))?
@@ -182,7 +177,7 @@ fn postgres_reachable(url: &str) -> Result<()> {
     let connected =
         addrs.iter().any(|a| TcpStream::connect_timeout(a, Duration::from_secs(3)).is_ok());
     if !connected {
-        bail!("Postgres is not reachable at {hostport} (LLOOMA_TEST_PG_URL={url}); {hint}");
+        bail!("{}", pg_unreachable(&hostport, url));
     }
     if works(Command::new("psql").arg("--version")) {
         let login_url = maintenance_url(url);
@@ -226,8 +221,18 @@ fn maintenance_url(url: &str) -> String {
     }
 }
 
+/// The error for a Postgres that does not answer, with what to do about it.
+pub fn pg_unreachable(hostport: &str, url: &str) -> String {
+    format!(
+        "Postgres is not reachable at {hostport} (LLOOMA_TEST_PG_URL={url}); start it (as root \
+         on a Debian machine with a cluster in /etc/postgresql, `cargo xtask ci` starts the \
+         default 127.0.0.1:5432 one itself: `pg_ctlcluster --skip-systemctl-redirect <version> \
+         main start`), or point LLOOMA_TEST_PG_URL at a running server"
+    )
+}
+
 /// `postgres://user@host:port/db?x` -> `host:port` (port defaults to 5432).
-fn host_port(url: &str) -> Option<String> {
+pub fn host_port(url: &str) -> Option<String> {
     let rest = url.strip_prefix("postgres://").or_else(|| url.strip_prefix("postgresql://"))?;
     let authority = rest.split(['/', '?']).next()?;
     let hostport = authority.rsplit_once('@').map_or(authority, |(_, hp)| hp);

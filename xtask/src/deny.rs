@@ -1,30 +1,40 @@
-//! cargo-deny without network: the RustSec advisory database comes from the snapshot in
-//! `../shared/advisory-db` (see `notes/ci-field-notes.md` in the shared directory).
+//! `cargo deny check` (licences, advisories, bans, sources), with the RustSec advisory database
+//! from one of two sources:
 //!
-//! cargo-deny looks for the default database in `<db-path>/advisory-db-3157b0e258782691/` (the
-//! folder name it derives from the default URL) and wants a git checkout there. So we copy the
-//! snapshot in, make it a repository with one commit dated at the snapshot's date (so staleness
-//! is honest), and run `cargo deny --offline check`.
+//! - the snapshot in `<shared>/advisory-db` when there is one (`../shared` beside the repository,
+//!   or `LLOOMA_SHARED_DIR`; see `notes/ci-field-notes.md` there): no network needed. cargo-deny
+//!   looks for the default database in `<db-path>/advisory-db-3157b0e258782691/` (the folder name
+//!   it derives from the default URL) and wants a git checkout there. So we copy the snapshot in,
+//!   make it a repository with one commit dated at the snapshot's date (so staleness is honest),
+//!   and run `cargo deny --offline check`;
+//! - otherwise (a plain clone of the project) cargo-deny fetches the database from GitHub itself,
+//!   as it normally does, into the same folder: `cargo deny check`. A copy of the snapshot left
+//!   there is removed first (it has no remote to fetch from, and cargo-deny would fail on it).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
-use crate::util::{Ctx, run, works};
+use crate::setup;
+use crate::util::{Ctx, run};
 
 /// Must match `[advisories] db-path` in deny.toml (relative to the workspace root).
 const DB_PATH: &str = "target/advisory-db";
 /// The folder cargo-deny derives from the default database URL (github.com/RustSec/advisory-db).
 const DB_FOLDER: &str = "advisory-db-3157b0e258782691";
 
-pub const INSTALL_HINT: &str = "cargo-deny is not installed; install it with \
-     `cargo install cargo-deny --locked --version 0.20.2` (about 4 minutes), \
-     or run `bash .ci/run`, which installs it";
+/// The offline database, ready for `cargo deny --offline check`.
+pub struct Snapshot {
+    /// Where it was copied from.
+    pub src: PathBuf,
+    /// The date in its SNAPSHOT.txt.
+    pub date: String,
+}
 
-/// Prepares the offline database (idempotent); returns the database folder.
-pub fn prepare_db(ctx: &Ctx) -> Result<PathBuf> {
+/// Prepares the offline database (idempotent) from `<shared>/advisory-db`.
+pub fn prepare_db(ctx: &Ctx) -> Result<Snapshot> {
     let src = ctx.shared_dir()?.join("advisory-db");
     let snapshot_file = src.join("SNAPSHOT.txt");
     let snapshot = fs::read_to_string(&snapshot_file).with_context(|| {
@@ -34,9 +44,12 @@ pub fn prepare_db(ctx: &Ctx) -> Result<PathBuf> {
         )
     })?;
     let snapshot = snapshot.trim();
-    let date = snapshot_date(snapshot).with_context(|| {
-        format!("no date (YYYY-MM-DD) found in {}: {snapshot:?}", snapshot_file.display())
-    })?;
+    let date = snapshot_date(snapshot)
+        .with_context(|| {
+            format!("no date (YYYY-MM-DD) found in {}: {snapshot:?}", snapshot_file.display())
+        })?
+        .to_owned();
+    let prepared = Snapshot { src: src.clone(), date: date.clone() };
 
     let db_root = ctx.root.join(DB_PATH);
     let dest = db_root.join(DB_FOLDER);
@@ -44,7 +57,7 @@ pub fn prepare_db(ctx: &Ctx) -> Result<PathBuf> {
     if dest.join(".git").is_dir() && fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == snapshot)
     {
         eprintln!("advisory db: up to date at {} ({snapshot})", dest.display());
-        return Ok(dest);
+        return Ok(prepared);
     }
 
     if dest.exists() {
@@ -85,19 +98,65 @@ pub fn prepare_db(ctx: &Ctx) -> Result<PathBuf> {
         src.display(),
         dest.display()
     );
-    Ok(dest)
+    Ok(prepared)
 }
 
-/// `deny-db`, then `cargo deny --offline check` (licenses, bans, advisories, sources).
+/// `cargo xtask deny`: cargo-deny (installed if missing), then `cargo deny check` with the
+/// advisory snapshot when there is one, else with the database cargo-deny fetches itself.
 pub fn check(ctx: &Ctx) -> Result<()> {
-    if !works(&mut ctx.cargo(["deny", "--version"])) {
-        bail!("{INSTALL_HINT}");
+    setup::ensure(ctx, &[setup::CARGO_DENY])?;
+    let snapshot_dir = ctx.shared_dir_path().join("advisory-db");
+    if snapshot_dir.is_dir() {
+        let snapshot = prepare_db(ctx)?;
+        let source =
+            format!("offline snapshot from {} dated {}", snapshot.src.display(), snapshot.date);
+        eprintln!("advisories: {source}");
+        // `--offline` reads every crate of the lock file, other platforms' included, from the
+        // local registry: a fresh machine has only what its own builds downloaded.
+        run(&mut ctx.cargo(["fetch", "--locked"]))?;
+        run(&mut ctx.cargo(["deny", "--offline", "check"])).with_context(|| {
+            format!("`cargo deny --offline check` failed (advisories: {source})")
+        })?;
+        eprintln!("cargo-deny: all checks passed (advisories: {source})");
+    } else {
+        clear_foreign_db(ctx)?;
+        let source = format!("fetched by cargo-deny (no {} here)", snapshot_dir.display());
+        eprintln!("advisories: {source}");
+        run(&mut ctx.cargo(["deny", "check"])).with_context(|| {
+            format!(
+                "the advisory database was to be fetched by cargo-deny from \
+                 github.com/RustSec/advisory-db, as there is no {snap} here. If that fetch failed \
+                 (see cargo-deny's message above), this machine cannot reach GitHub: put a \
+                 RustSec advisory-db snapshot (with a SNAPSHOT.txt naming its date) at {snap}, \
+                 or set LLOOMA_SHARED_DIR to a folder holding one in advisory-db/",
+                snap = snapshot_dir.display()
+            )
+        })?;
+        eprintln!("cargo-deny: all checks passed (advisories: {source})");
     }
-    prepare_db(ctx)?;
-    // `--offline` reads every crate of the lock file, other platforms' included, from the local
-    // registry: a fresh machine has only what its own builds downloaded.
-    run(&mut ctx.cargo(["fetch", "--locked"]))?;
-    run(&mut ctx.cargo(["deny", "--offline", "check"]))
+    Ok(())
+}
+
+/// Before cargo-deny fetches the database itself: removes whatever in its folder is not its own
+/// clone (our snapshot copy, which has no remote, or a half-written folder), and our stamp.
+fn clear_foreign_db(ctx: &Ctx) -> Result<()> {
+    let db_root = ctx.root.join(DB_PATH);
+    let dest = db_root.join(DB_FOLDER);
+    let stamp = db_root.join(format!("{DB_FOLDER}.snapshot"));
+    let has_remote = fs::read_to_string(dest.join(".git").join("config"))
+        .is_ok_and(|config| config.contains("[remote \""));
+    if dest.exists() && !has_remote {
+        eprintln!(
+            "advisories: removing {} (an offline snapshot copy or a partial download, not a \
+             clone cargo-deny can update)",
+            dest.display()
+        );
+        fs::remove_dir_all(&dest).with_context(|| format!("cannot remove {}", dest.display()))?;
+    }
+    if stamp.exists() {
+        fs::remove_file(&stamp).with_context(|| format!("cannot remove {}", stamp.display()))?;
+    }
+    Ok(())
 }
 
 /// The first `YYYY-MM-DD` in the snapshot description.

@@ -9,6 +9,7 @@ mod bench_server;
 mod ci;
 mod deny;
 mod layering;
+mod setup;
 mod util;
 mod web;
 
@@ -22,8 +23,13 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [args]
 
 commands:
-  ci                 everything CI runs, in order, failing fast: fmt, clippy, cargo-deny,
-                     layering checks, then tests (nextest on SQLite and on Postgres, doc tests)
+  ci                 everything CI runs, in order, failing fast: set-up (below), fmt, clippy,
+                     cargo-deny, layering checks, then tests (nextest on SQLite and on Postgres,
+                     doc tests)
+  setup              install what `ci` needs and this machine lacks (rustfmt, clippy,
+                     cargo-deny, cargo-nextest, the wasm32 target; as root also Chromium and
+                     chromedriver with apt-get, and start the local Postgres); names the exact
+                     command for what it cannot do itself. Installs nothing when all is there
   run [args...]      build the web interface, then build and run the server:
                      `cargo run -p llooma-server -- serve [args...]`
   build-web          build the web interface's browser part (wasm) into <target>/web/pkg
@@ -34,12 +40,16 @@ commands:
   conformance        the official MCP conformance suite (client scenarios initialize,
                      tools_call, sse-retry) against our MCP client
   deny-db            prepare the offline RustSec advisory database from ../shared/advisory-db
-  deny               deny-db, then `cargo deny --offline check`
+  deny               `cargo deny check` (installs cargo-deny if missing): offline with deny-db
+                     when ../shared/advisory-db exists, else cargo-deny fetches the database
   layering           only the layering checks (which crate may depend on what)
   help               this text
 
 environment:
   LLOOMA_SHARED_DIR    shared read-only material (default: <workspace>/../shared)
+  LLOOMA_CHROMIUM, LLOOMA_CHROMEDRIVER
+                       the browser tests' Chromium and chromedriver
+                       (default: /usr/bin/chromium, /usr/bin/chromedriver)
   LLOOMA_TEST_PG_URL   Postgres server URL for the Postgres test run
                        (default: postgres://postgres@127.0.0.1:5432)
 ";
@@ -79,6 +89,12 @@ fn dispatch(args: &[String]) -> Result<()> {
             let mut cmd = ctx.cargo(["run", "--quiet", "-p", "llooma-fake-model", "--"]);
             cmd.args(rest);
             util::run(&mut cmd)
+        }
+        "setup" => {
+            if !rest.is_empty() {
+                bail!("`cargo xtask setup` takes no arguments");
+            }
+            setup::setup(&ctx)
         }
         "deny-db" => deny::prepare_db(&ctx).map(|_| ()),
         "deny" => deny::check(&ctx),

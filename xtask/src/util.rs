@@ -38,12 +38,18 @@ impl Ctx {
         cmd
     }
 
-    /// The shared read-only material: `$LLOOMA_SHARED_DIR`, else `<root>/../shared`.
-    pub fn shared_dir(&self) -> Result<PathBuf> {
-        let dir = match std::env::var_os("LLOOMA_SHARED_DIR") {
+    /// Where the shared read-only material is looked for: `$LLOOMA_SHARED_DIR`, else
+    /// `<root>/../shared` (which need not exist: a plain clone of the project has none).
+    pub fn shared_dir_path(&self) -> PathBuf {
+        match std::env::var_os("LLOOMA_SHARED_DIR") {
             Some(dir) => PathBuf::from(dir),
             None => self.root.join("..").join("shared"),
-        };
+        }
+    }
+
+    /// The shared read-only material ([`Self::shared_dir_path`]); an error if it is not there.
+    pub fn shared_dir(&self) -> Result<PathBuf> {
+        let dir = self.shared_dir_path();
         if !dir.is_dir() {
             bail!(
                 "shared directory {} not found; it is expected beside the repository \

@@ -10,12 +10,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use crate::layering::Workspace;
-use crate::util::{Ctx, fmt_duration, output, run};
+use crate::util::{Ctx, fmt_duration, run};
 
-const TARGET: &str = "wasm32-unknown-unknown";
+const TARGET: &str = crate::setup::WASM_TARGET;
 /// npm's binaryen. Not Debian's (version 108): its output breaks hydration at run time.
 const BINARYEN: &str = "132";
 
@@ -46,18 +46,8 @@ fn wasm_opt(ctx: &Ctx, target_dir: &std::path::Path) -> Option<PathBuf> {
 /// Builds the browser part; returns the folder it wrote.
 pub fn build_web(ctx: &Ctx) -> Result<PathBuf> {
     let started = Instant::now();
-    let installed =
-        output(Command::new("rustup").args(["target", "list", "--installed"])).unwrap_or_default();
-    if !installed.lines().any(|l| l.trim() == TARGET) {
-        eprintln!("build-web: the Rust target {TARGET} is missing; adding it with rustup");
-        let added = Command::new("rustup").args(["target", "add", TARGET]).status();
-        if !added.is_ok_and(|s| s.success()) {
-            bail!(
-                "the Rust target {TARGET} is not installed and `rustup target add {TARGET}` \
-                 failed; install it by hand and try again"
-            );
-        }
-    }
+    // The first time, this adds the target with rustup.
+    crate::setup::ensure(ctx, &[crate::setup::WASM])?;
     let ws = Workspace::load(ctx)?;
     run(&mut ctx.cargo([
         "rustc",

@@ -25,7 +25,7 @@ fn tools() -> Option<(PathBuf, PathBuf)> {
     }
     assert!(
         std::env::var_os("LLOOMA_SLOW_TESTS").is_none(),
-        "browser tests need {} and {} (apt-get install chromium chromium-driver; .ci/run does)",
+        "browser tests need {} and {} (`cargo xtask setup` installs them: apt-get install chromium chromium-driver)",
         chromium.display(),
         driver.display()
     );
