@@ -543,10 +543,14 @@ async fn a_restart_ends_the_turn_that_was_waiting_and_its_log_says_so() {
     tab.login("root", PASSWORD).await;
     let mut replay = Events::open(&tab, &path, None).await;
     let mut error = None;
+    let mut steps = Vec::new();
     loop {
         let (name, data) = replay.next().await;
         if name == "error" {
             error = data["message"].as_str().map(str::to_owned);
+        }
+        if name == "step" {
+            steps.push(data.clone());
         }
         if name == "end" {
             assert_eq!(data["state"], "failed");
@@ -554,6 +558,10 @@ async fn a_restart_ends_the_turn_that_was_waiting_and_its_log_says_so() {
         }
     }
     assert!(error.unwrap().contains("server stopped"));
+    // The card the turn waited on has its step, as a Stop would have given it.
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["state"], "interrupted");
+    assert_eq!(steps[0]["serverTool"], "home-assistant-turn_on");
     assert_eq!(tab.get("/api/v1/approvals").await.json, json!([]), "the card is gone too");
     // And the conversation takes a new message.
     model.push(Reply::text("Back."));
@@ -716,8 +724,21 @@ async fn stop_withdraws_the_card_the_turn_was_waiting_on() {
     assert_eq!(cards.next().await.0, "appeared");
     let stopped = tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
     assert_eq!(stopped.status, 202, "{stopped:?}");
-    let (_, names, end) = until_end(&mut events).await;
-    assert_eq!(end["state"], "stopped", "{names:?}");
+    let mut steps = Vec::new();
+    let end = loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "step" => steps.push(data),
+            "end" => break data,
+            _ => {}
+        }
+    };
+    assert_eq!(end["state"], "stopped");
+    // The timeline says what became of the call, as for every other outcome.
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["state"], "interrupted");
+    assert_eq!(steps[0]["server"], "hub");
+    assert_eq!(steps[0]["serverTool"], "home-assistant-turn_on");
     // Every tab is told the card is gone; nothing waits anymore.
     assert_eq!(cards.next().await.0, "interrupted");
     assert_eq!(tab.get("/api/v1/approvals").await.json, json!([]));
@@ -844,4 +865,161 @@ async fn a_tool_paused_by_update_tools_while_its_card_waits_is_not_called() {
     assert!(last["error"].as_str().unwrap().contains("no longer in use"), "{last}");
     let told = &model.requests()[1].raw_body;
     assert!(told.contains("was not called") && !told.contains("redescribed"), "{told}");
+}
+
+#[tokio::test]
+async fn another_account_cannot_stop_delete_or_answer_what_is_yours() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env =
+        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&db, &env);
+    let (mut tab, id) = mcp_conversation(&server, &model, &peer).await;
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut stranger = server.tab();
+    stranger.register("stranger", PASSWORD).await;
+
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hall light"}))
+        .await;
+    let card = loop {
+        let (name, data) = events.next().await;
+        if name == "approval" {
+            break data["card"]["id"].as_str().unwrap().to_owned();
+        }
+    };
+    // Everything the stranger tries on the owner's ids is "not found", and changes nothing.
+    let deleted = stranger.send("DELETE", &format!("/api/v1/conversations/{id}"), None).await;
+    assert_eq!(deleted.status, 404, "{deleted:?}");
+    let stopped = stranger.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
+    assert_eq!(stopped.status, 404, "{stopped:?}");
+    let answered = stranger
+        .post(&format!("/api/v1/approvals/{card}/answer"), json!({"choice": "refuse"}))
+        .await;
+    assert_eq!(answered.status, 404, "{answered:?}");
+    // A stop asked through the database is looked for every second: give it the chance.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let pending = tab.get("/api/v1/approvals").await;
+    assert_eq!(pending.json[0]["id"], card, "the card still waits for its owner: {pending:?}");
+
+    let allowed =
+        tab.post(&format!("/api/v1/approvals/{card}/answer"), json!({"choice": "allow"})).await;
+    assert_eq!(allowed.status, 200, "{allowed:?}");
+    let mut text = String::new();
+    let end = loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "end" => break data,
+            _ => {}
+        }
+    };
+    assert_eq!(end["state"], "done", "the owner's reply ran to its end");
+    assert_eq!(text, "Done.");
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
+    assert_eq!(detail.status, 200, "the conversation is still there");
+}
+
+#[tokio::test]
+async fn a_message_sent_the_moment_end_arrives_is_taken() {
+    let replies = (0..100).map(|i| Reply::text(format!("Answer {i}.")).chunks(2));
+    let model = FakeModel::start(replies).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    for i in 0..100 {
+        let sent = tab
+            .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "next"}))
+            .await;
+        // Each message goes out as soon as the previous reply's `end` was read.
+        assert_eq!(sent.status, 202, "message {i} was refused right after `end`: {sent:?}");
+        let (text, _, end) = until_end(&mut events).await;
+        assert_eq!(end["state"], "done");
+        assert_eq!(text, format!("Answer {i}."));
+    }
+}
+
+#[tokio::test]
+async fn a_turn_with_mcp_switched_on_but_no_mcp_tool_gets_four_rounds_and_the_last_request_is_reported()
+ {
+    let calls = (0..8).map(|_| Reply::tool_call("current_date", json!({})));
+    let model = FakeModel::start(calls.chain([Reply::text("Out of rounds.")])).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    // MCP on for the conversation, but the account has no MCP server: no MCP tool is offered.
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "keep calling"}))
+        .await;
+    let mut requests = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "request" => requests.push(data),
+            "end" => break,
+            _ => {}
+        }
+    }
+    assert_eq!(model.requests().len(), 4, "4 rounds without MCP tools");
+    // Every request to the model is reported, the last (which offers no tools) too.
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    assert_eq!(requests[3]["round"], 4);
+    assert_eq!(requests[3]["tools"], 0);
+    assert!(requests[0]["tools"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn the_conversation_list_and_the_home_page_come_in_pages() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[]);
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    for i in 0..53 {
+        let made = tab.post("/api/v1/conversations", json!({"title": format!("c{i:02}")})).await;
+        assert_eq!(made.status, 201);
+    }
+    // Followed page by page through `Link: rel="next"`: every conversation once, newest first.
+    let mut titles = Vec::new();
+    let mut next = Some("/api/v1/conversations?limit=20".to_owned());
+    while let Some(path) = next {
+        let page = tab.get(&path).await;
+        assert_eq!(page.status, 200, "{page:?}");
+        let items = page.json.as_array().unwrap();
+        assert!(items.len() <= 20);
+        titles.extend(items.iter().map(|c| c["title"].as_str().unwrap().to_owned()));
+        let response = tab
+            .http
+            .get(format!("{}{path}", tab.base))
+            .header("cookie", format!("llooma_session={}", tab.cookie.as_ref().unwrap()))
+            .send()
+            .await
+            .unwrap();
+        next = response.headers().get("link").map(|link| {
+            let link = link.to_str().unwrap();
+            assert!(link.ends_with("; rel=\"next\""), "{link}");
+            link.trim_start_matches('<').split('>').next().unwrap().to_owned()
+        });
+    }
+    let expected: Vec<String> = (0..53).rev().map(|i| format!("c{i:02}")).collect();
+    assert_eq!(titles, expected);
+    // Without a limit: the first 50.
+    assert_eq!(tab.get("/api/v1/conversations").await.json.as_array().unwrap().len(), 50);
+    for bad in ["limit=0", "limit=201", "before=nonsense", "before=12.", "page=2"] {
+        let reply = tab.get(&format!("/api/v1/conversations?{bad}")).await;
+        assert_eq!(reply.status, 400, "{bad}: {reply:?}");
+    }
+
+    // The home page shows the newest 50 and links to the older ones.
+    let home = tab.get("/").await;
+    assert!(home.text.contains(">c52<") && !home.text.contains(">c02<"), "{}", home.text);
+    let older = home.text.split("href=\"/?before=").nth(1).unwrap().split('"').next().unwrap();
+    let page = tab.get(&format!("/?before={older}")).await;
+    assert!(page.text.contains(">c02<") && page.text.contains(">c00<"), "{}", page.text);
+    assert!(!page.text.contains(">c52<"));
+    assert!(page.text.contains("Newest conversations"));
 }

@@ -11,6 +11,7 @@ mod browser;
 mod builtin_tools;
 mod catalogue;
 mod cli;
+mod connections;
 mod conversations;
 mod mcp_servers;
 mod peers;

@@ -167,3 +167,32 @@ async fn keys_passwords_and_session_tokens_never_reach_a_response_or_a_log_line(
     let stored = stored_keys(&db).await;
     assert!(stored[0].1.starts_with("v1.") && !stored[0].1.contains(&key));
 }
+
+/// A credential someone put in an address (a registration link's `token`, an API call's
+/// `api_key`, a key or a password inside the link's `address`) is not written to the log, even
+/// at `debug`, where every request's target is: the path is, with the values left out.
+#[tokio::test]
+async fn a_credential_in_a_requested_address_never_reaches_the_debug_log() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("LLOOMA_LOG", "debug")]);
+    let mut alice = server.tab();
+    assert_eq!(alice.register("alice", PASSWORD).await.status, 201);
+    let requests = [
+        "/settings/tools/mcp/new?address=http://x.example/mcp&token=SEKRET123",
+        "/settings/tools/mcp/new?label=Docs&address=https%3A%2F%2Fu%3ASEKRET456%40x.example%2Fmcp\
+         %3Fteam%3Da%26api_key%3DSEKRET789",
+        "/api/v1/mcp/catalogue?q=docs&api_key=SEKRET000",
+        "/api/v1/mcp/catalogue?accessToken=SEKRET111",
+    ];
+    for path in requests {
+        let reply = alice.get(path).await;
+        // The API refuses a parameter it does not take (400) without echoing its value.
+        let want = if path.starts_with("/api/") { 400 } else { 200 };
+        assert_eq!(reply.status, want, "{path}: {reply:?}");
+        assert!(!reply.text.contains("SEKRET"), "{path}: {}", reply.text);
+    }
+    let (_, log) = server.terminate();
+    assert!(log.contains("/settings/tools/mcp/new?address=http://x.example/mcp&token="), "{log}");
+    assert!(log.contains("/api/v1/mcp/catalogue?q=docs&api_key="), "{log}");
+    assert!(!log.contains("SEKRET"), "a credential leaked into the log:\n{log}");
+}

@@ -77,3 +77,124 @@ async fn a_public_https_address_makes_cookies_secure_and_is_the_only_origin_acce
     let mut direct = server.tab();
     assert_eq!(direct.login("ivan", PASSWORD).await.status, 403);
 }
+
+/// A signed-in account with a conversation, and its two event streams open.
+async fn watching(
+    tab: &mut crate::support::Tab,
+) -> (crate::support::Events, crate::support::Events) {
+    let conversation = tab.post("/api/v1/conversations", json!({"title": "Watched"})).await;
+    let id = conversation.json["id"].as_str().unwrap();
+    let cards = crate::support::Events::open(tab, "/api/v1/approvals/events", None).await;
+    let log =
+        crate::support::Events::open(tab, &format!("/api/v1/conversations/{id}/events"), None)
+            .await;
+    (cards, log)
+}
+
+#[tokio::test]
+async fn event_streams_end_with_their_session_however_it_ends() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("LLOOMA_SESSION_IDLE_SECS", "6")]);
+    let mut tab = server.tab();
+    tab.register("ivan", PASSWORD).await;
+    let limit = Duration::from_secs(5);
+
+    // Sign-out.
+    let (mut cards, mut log) = watching(&mut tab).await;
+    assert_eq!(tab.post("/api/v1/auth/logout", json!({})).await.status, 204);
+    assert!(cards.ends_within(limit).await, "the cards stream outlived sign-out");
+    assert!(log.ends_within(limit).await, "the conversation stream outlived sign-out");
+
+    // A password change elsewhere ends every other session, and their streams.
+    tab.login("ivan", PASSWORD).await;
+    let mut laptop = server.tab();
+    laptop.login("ivan", PASSWORD).await;
+    let (mut cards, mut log) = watching(&mut tab).await;
+    let changed = laptop
+        .post(
+            "/api/v1/me/password",
+            json!({"currentPassword": PASSWORD, "newPassword": "another long passphrase 42"}),
+        )
+        .await;
+    assert_eq!(changed.status, 200, "{changed:?}");
+    assert!(cards.ends_within(limit).await, "the cards stream outlived a password change");
+    assert!(log.ends_within(limit).await, "the conversation stream outlived a password change");
+
+    // Expiry: a stream is not activity; an idle session ends, and so do its streams.
+    let (mut cards, mut log) = watching(&mut laptop).await;
+    assert!(!cards.ends_within(Duration::from_secs(2)).await, "a live session keeps its stream");
+    assert!(cards.ends_within(Duration::from_secs(6 + 5)).await, "outlived the idle limit");
+    assert!(log.ends_within(limit).await);
+}
+
+#[tokio::test]
+async fn a_stream_on_one_replica_ends_when_its_session_ends_on_another() {
+    if crate::support::engine() != "postgres" {
+        return; // replicas share a Postgres database
+    }
+    let db = TestDb::new();
+    let a = Server::start(&db, &[]);
+    let b = Server::start(&db, &[]);
+    let mut on_a = a.tab();
+    on_a.register("judy", PASSWORD).await;
+    // The same session, used on both replicas (a load balancer may send a tab anywhere).
+    let mut on_b = b.tab();
+    on_b.cookie = on_a.cookie.clone();
+    on_b.csrf = on_a.csrf.clone();
+    let (mut cards, mut log) = watching(&mut on_b).await;
+    assert_eq!(on_a.post("/api/v1/auth/logout", json!({})).await.status, 204);
+    assert!(cards.ends_within(Duration::from_secs(5)).await);
+    assert!(log.ends_within(Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn a_rebound_host_name_cannot_claim_a_fresh_instance() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[]);
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let attacker = format!("rebind.attacker.example:{port}");
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let forged = http
+        .post(format!("{}/api/v1/auth/register", server.base))
+        .header("host", &attacker)
+        .header("origin", format!("http://{attacker}"))
+        .json(&json!({"username": "mallory", "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 421);
+    let body: serde_json::Value = forged.json().await.unwrap();
+    assert_eq!(body["error"], "unknown_host");
+    assert!(body["message"].as_str().unwrap().contains("LLOOMA_PUBLIC_URL"), "{body}");
+    // Pages are refused the same way; the health check still answers.
+    let page = http.get(format!("{}/", server.base)).header("host", &attacker).send().await;
+    assert_eq!(page.unwrap().status(), 421);
+    let health = http.get(format!("{}/healthz", server.base)).header("host", &attacker).send();
+    assert_eq!(health.await.unwrap().status(), 200);
+
+    // The instance is still fresh: its own address (and `localhost`) may claim it.
+    let mut tab = server.tab();
+    let first = tab.register("root", PASSWORD).await;
+    assert_eq!(first.status, 201, "{first:?}");
+    assert_eq!(first.json["account"]["role"], "admin");
+    let local = http
+        .get(format!("{}/api/v1/me", server.base))
+        .header("host", format!("localhost:{port}"))
+        .header("cookie", format!("llooma_session={}", tab.cookie.as_ref().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(local.status(), 200);
+}
+
+#[tokio::test]
+async fn with_a_public_address_its_host_is_answered_and_others_are_not() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("LLOOMA_PUBLIC_URL", "https://chat.example.org")]);
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    for (host, status) in [("chat.example.org", 200), ("rebind.attacker.example", 421)] {
+        let reply =
+            http.get(format!("{}/api/v1/instance", server.base)).header("host", host).send().await;
+        assert_eq!(reply.unwrap().status(), status, "{host}");
+    }
+}

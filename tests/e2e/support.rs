@@ -49,7 +49,11 @@ pub struct Server {
 
 /// Environment every test server gets.
 fn base_command(db: &TestDb, extra_env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(binary());
+    with_test_env(Command::new(binary()), db, extra_env)
+}
+
+/// `command` (the binary, or a program that runs it) with the environment of a test server.
+fn with_test_env(mut command: Command, db: &TestDb, extra_env: &[(&str, &str)]) -> Command {
     command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -85,12 +89,22 @@ impl Server {
 
     /// Starts the server; on failure returns everything it printed.
     pub fn try_start(db: &TestDb, extra_env: &[(&str, &str)]) -> Result<Server, String> {
-        let mut child = base_command(db, extra_env)
-            .arg("serve")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        Self::spawn(base_command(db, extra_env))
+    }
+
+    /// Starts the server with the open-files limit `nofile` (`soft:hard`, as `prlimit` takes it).
+    #[allow(dead_code, reason = "not every test binary that includes this file uses it")]
+    pub fn start_with_open_files(db: &TestDb, nofile: &str, extra_env: &[(&str, &str)]) -> Server {
+        let mut prlimit = Command::new("prlimit");
+        prlimit.arg(format!("--nofile={nofile}")).arg("--").arg(binary());
+        Self::spawn(with_test_env(prlimit, db, extra_env)).unwrap_or_else(|log| {
+            panic!("the server did not start under prlimit (util-linux):\n{log}")
+        })
+    }
+
+    fn spawn(mut command: Command) -> Result<Server, String> {
+        let mut child =
+            command.arg("serve").stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -277,6 +291,19 @@ impl Events {
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "text/event-stream");
         Events { stream: response.bytes_stream().boxed(), buffer: String::new(), last_id: None }
+    }
+
+    /// Whether the server ends the stream within `limit` (events before the end are skipped).
+    pub async fn ends_within(&mut self, limit: Duration) -> bool {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Err(_) => return false,
+                Ok(None | Some(Err(_))) => return true,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
     }
 
     /// The next event's (name, data), waiting at most ten seconds.

@@ -1,5 +1,6 @@
 //! `llooma`: the Llooma server and its administration commands.
 
+mod http;
 mod secret;
 mod serve;
 mod settings;

@@ -1,22 +1,39 @@
 //! `llooma serve`: open the database and the vault, start background upkeep, serve HTTP until
 //! SIGINT or SIGTERM, then let requests in flight finish.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use axum::serve::{Listener, ListenerExt};
 use llooma_api::{ApiConfig, AppState, Passwords, ThrottleConfig};
 use llooma_store::Store;
+use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
+use crate::http::{ConnectionLimits, connection_cap, raise_open_files_limit, serve_http};
 use crate::settings::Settings;
+
+/// The span of one request: tower-http's default (same name, level, fields and target, so
+/// `LLOOMA_LOG=tower_http=debug` still shows it), except that `uri` never holds a credential
+/// someone put in an address (`?token=…`, `?api_key=…`, a registration link's `address` with a
+/// key or a password in it): those values are written `[redacted]`, the path stays.
+fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
+    let uri = request.uri();
+    tracing::debug_span!(
+        target: "tower_http::trace::make_span",
+        "request",
+        method = %request.method(),
+        uri = %llooma_web::server::loggable_target(uri.path(), uri.query()),
+        version = ?request.version(),
+    )
+}
 
 /// How often expired sessions and old login failures are cleared.
 const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
+    // First, so the database pool and everything after it may use the raised limit too.
+    let open_files = raise_open_files_limit();
     // A malformed allow-list stops start-up rather than silently reaching less (or more).
     let outbound = Arc::new(settings.outbound_policy().context("the outbound network settings")?);
     // A catalogue file with a mistake stops start-up with its line rather than hiding entries.
@@ -112,28 +129,37 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let app = api
         .clone()
         .merge(llooma_web::server::router(api, client))
-        .layer(TraceLayer::new_for_http());
+        // Requests must name this instance, whatever page or endpoint (DNS rebinding).
+        .layer(axum::middleware::from_fn_with_state(
+            llooma_api::HostRule::new(settings.public_origin().as_deref(), settings.listen.ip()),
+            llooma_api::check_host,
+        ))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span));
 
-    let listener = tokio::net::TcpListener::bind(settings.listen)
+    let limits = ConnectionLimits {
+        header_read: settings.header_read_timeout(),
+        keep_alive: settings.keep_alive_timeout(),
+        cap: connection_cap(open_files, settings.max_connections),
+    };
+    tracing::info!(
+        max_connections = limits.cap,
+        header_read_timeout_secs = settings.header_read_timeout_secs,
+        keep_alive_timeout_secs = settings.keep_alive_timeout_secs,
+        "connection limits"
+    );
+    let listener = TcpListener::bind(settings.listen)
         .await
-        .with_context(|| format!("listening on {}", settings.listen))?
-        // Small writes (server-sent events) must not wait for the peer's delayed ACK.
-        .tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
+        .with_context(|| format!("listening on {}", settings.listen))?;
     let address = listener.local_addr().context("reading the bound address")?;
     tracing::info!(database = ?store.engine(), "listening on http://{address}");
 
     let grace = Duration::from_secs(settings.shutdown_grace_secs);
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            // Event streams end now; requests in flight are let finish.
-            let _ = stop_tx.send(true);
-        })
-        .into_future()
-        .await
-        .context("serving HTTP")?;
+    serve_http(listener, app, limits, async move {
+        shutdown_signal().await;
+        // Event streams end now; requests in flight are let finish.
+        let _ = stop_tx.send(true);
+    })
+    .await;
     upkeep.abort();
     if let Some(orphans) = orphans {
         orphans.abort();

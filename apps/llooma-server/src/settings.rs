@@ -50,6 +50,15 @@ pub struct Settings {
     pub bot_allowed_origins: Option<String>,
     pub provider_allowed_origins: Option<String>,
     pub shutdown_grace_secs: u64,
+    /// A connection that has not sent a complete request head this long after it opened (or
+    /// after its first byte, on a kept-alive connection) is closed.
+    pub header_read_timeout_secs: u64,
+    /// A kept-alive connection with no new request this long is closed. Responses being written,
+    /// such as event streams, are never cut by either timeout.
+    pub keep_alive_timeout_secs: u64,
+    /// Connections served at once; 0 means the open-files limit less a reserve (a tenth, at least
+    /// 64). At the cap the longest-idle connection makes room, or a new one is closed at once.
+    pub max_connections: u64,
     /// How long one MCP tool call may run without news from the server (progress reports extend
     /// it, up to ten minutes).
     pub mcp_call_timeout_secs: u64,
@@ -92,6 +101,9 @@ impl Default for Settings {
             bot_allowed_origins: None,
             provider_allowed_origins: None,
             shutdown_grace_secs: 10,
+            header_read_timeout_secs: 10,
+            keep_alive_timeout_secs: 75,
+            max_connections: 0,
             mcp_watch_secs: 30,
             web_dir: None,
             mcp_catalogue_file: None,
@@ -172,7 +184,7 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 10] = [
+        let numbers: [(&str, &mut u64); 13] = [
             ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
@@ -183,6 +195,9 @@ impl Settings {
             ("LLOOMA_LOGIN_MAX_FAILURES_PER_ACCOUNT", &mut self.login_max_failures_per_account),
             ("LLOOMA_LOGIN_MAX_FAILURES_PER_ADDRESS", &mut self.login_max_failures_per_address),
             ("LLOOMA_SHUTDOWN_GRACE_SECS", &mut self.shutdown_grace_secs),
+            ("LLOOMA_HEADER_READ_TIMEOUT_SECS", &mut self.header_read_timeout_secs),
+            ("LLOOMA_KEEP_ALIVE_TIMEOUT_SECS", &mut self.keep_alive_timeout_secs),
+            ("LLOOMA_MAX_CONNECTIONS", &mut self.max_connections),
         ];
         for (name, field) in numbers {
             if let Some(v) = get(name) {
@@ -232,6 +247,12 @@ impl Settings {
         }
         if self.login_max_failures_per_account == 0 || self.login_max_failures_per_address == 0 {
             bail!("login failure limits must be at least 1");
+        }
+        if !(1..=3600).contains(&self.header_read_timeout_secs) {
+            bail!("header_read_timeout_secs must be between 1 and 3600 (the default is 10)");
+        }
+        if !(1..=86_400).contains(&self.keep_alive_timeout_secs) {
+            bail!("keep_alive_timeout_secs must be between 1 and 86400 (the default is 75)");
         }
         Ok(())
     }
@@ -290,6 +311,14 @@ impl Settings {
 
     pub fn session_absolute(&self) -> Duration {
         Duration::from_secs(self.session_absolute_secs)
+    }
+
+    pub fn header_read_timeout(&self) -> Duration {
+        Duration::from_secs(self.header_read_timeout_secs)
+    }
+
+    pub fn keep_alive_timeout(&self) -> Duration {
+        Duration::from_secs(self.keep_alive_timeout_secs)
     }
 
     /// The settings as TOML, with every secret replaced by whether it is set.
@@ -359,5 +388,30 @@ mod tests {
         assert!(!text.contains("hunter2"), "{text}");
         assert!(!text.contains("s3cr3t"), "{text}");
         assert!(text.contains("postgres://app:[redacted]@db/llooma"), "{text}");
+    }
+
+    #[test]
+    fn connection_timeouts_and_the_cap_come_from_the_environment() {
+        let settings = Settings::load(None, env_of(&[])).unwrap();
+        assert_eq!((settings.header_read_timeout_secs, settings.keep_alive_timeout_secs), (10, 75));
+        assert_eq!(settings.max_connections, 0);
+        let settings = Settings::load(
+            None,
+            env_of(&[
+                ("LLOOMA_HEADER_READ_TIMEOUT_SECS", "1"),
+                ("LLOOMA_KEEP_ALIVE_TIMEOUT_SECS", "3"),
+                ("LLOOMA_MAX_CONNECTIONS", "500"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(settings.header_read_timeout(), Duration::from_secs(1));
+        assert_eq!(settings.keep_alive_timeout(), Duration::from_secs(3));
+        assert_eq!(settings.max_connections, 500);
+        let err =
+            Settings::load(None, env_of(&[("LLOOMA_HEADER_READ_TIMEOUT_SECS", "0")])).unwrap_err();
+        assert!(err.to_string().contains("header_read_timeout_secs"), "{err}");
+        let err =
+            Settings::load(None, env_of(&[("LLOOMA_KEEP_ALIVE_TIMEOUT_SECS", "0")])).unwrap_err();
+        assert!(err.to_string().contains("keep_alive_timeout_secs"), "{err}");
     }
 }

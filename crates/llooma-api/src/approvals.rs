@@ -15,7 +15,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use llooma_approval_broker::{AnswerChoice, AnswerResult, ApprovalCard, BrokerEvent, CallState};
 use llooma_policy::consent::{ALLOW_ALL_WARNING, ArgConstraint, PermissionMode};
 use llooma_store::NewRule;
@@ -85,6 +85,7 @@ pub async fn events(
     signed_in: SignedIn,
 ) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let account_id = signed_in.account.id.clone();
+    let session_ended = signed_in.session_ended(&state);
     let receiver = state.broker.subscribe(&account_id);
     let first = pending_event(&state, &account_id).await;
     let stopping = state.stopping.clone();
@@ -105,7 +106,8 @@ pub async fn events(
             };
             Some((Ok(event), (None, receiver, stopping, state, account_id)))
         },
-    );
+    )
+    .take_until(session_ended);
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
 }
 

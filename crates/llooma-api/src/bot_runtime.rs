@@ -210,11 +210,12 @@ impl Responder for TurnResponder {
                 (speaker, m.text.clone())
             })
             .collect();
-        let request = TurnRequest {
+        let mut request = TurnRequest {
             model,
             system_prompt,
             history,
-            rounds: if b.mcp_ticked { llooma_core::ROUNDS_WITH_MCP } else { llooma_core::ROUNDS },
+            // 8 once MCP tools are known to be offered (below), else 4.
+            rounds: llooma_core::ROUNDS,
             now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
             attachments: Vec::new(),
         };
@@ -272,6 +273,7 @@ impl Responder for TurnResponder {
                 announce: false,
                 context: Context::Bot { mcp_ticked: true },
             };
+            request.rounds = llooma_core::rounds_for(Some(&mcp));
             run_turn(&provider, &request, &builtins, Some(&mcp), &Discard, stop).await
         } else {
             run_turn(&provider, &request, &builtins, None::<&McpTurn<'_, Store>>, &Discard, stop)

@@ -15,7 +15,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use llooma_core::{
     Attachment, AttachmentKind, BuiltinTools, McpTurn, MemoryBudget, PageReader, PersonaMemory,
     SinkError, Speaker, TurnEnd, TurnRequest, TurnSink, WebSearch, run_turn,
@@ -291,14 +291,68 @@ pub async fn create(
     Ok((StatusCode::CREATED, Json(view(&conversation))))
 }
 
-/// `GET /api/v1/conversations`.
+/// Conversations one page lists when the client does not say, and at most.
+const PAGE_DEFAULT: u64 = 50;
+const PAGE_MAX: u64 = 200;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<u64>,
+    /// Where the previous page ended (its `Link: rel="next"`).
+    before: Option<String>,
+}
+
+/// A page boundary: the last conversation's activity time and id, as `<ms>.<id>`.
+fn cursor(c: &Conversation) -> String {
+    format!("{}.{}", c.updated_at_ms, c.id)
+}
+
+fn parse_cursor(text: &str) -> Option<(i64, &str)> {
+    let (ms, id) = text.split_once('.')?;
+    let ms = ms.parse().ok()?;
+    (!id.is_empty()).then_some((ms, id))
+}
+
+/// `GET /api/v1/conversations?limit=&before=`: a page of the account's conversations, most
+/// recently active first. When more follow, `Link: <…?limit=N&before=CURSOR>; rel="next"`.
 pub async fn list(
     State(state): State<AppState>,
     signed_in: SignedIn,
-) -> Result<Json<Vec<ConversationView>>, ApiError> {
-    Ok(Json(
-        state.store.list_conversations(&signed_in.account.id).await?.iter().map(view).collect(),
-    ))
+    ApiQuery(query): ApiQuery<ListQuery>,
+) -> Result<(HeaderMap, Json<Vec<ConversationView>>), ApiError> {
+    let limit = query.limit.unwrap_or(PAGE_DEFAULT);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(ApiError::bad_request(
+            "invalid_limit",
+            format!("A page lists 1 to {PAGE_MAX} conversations."),
+        ));
+    }
+    let before = match query.before.as_deref() {
+        Some(text) => Some(parse_cursor(text).ok_or_else(|| {
+            ApiError::bad_request(
+                "invalid_cursor",
+                "This page position is not one the server gave; start again from the first page.",
+            )
+        })?),
+        None => None,
+    };
+    // One more than asked says whether another page follows.
+    let mut page = state.store.list_conversations(&signed_in.account.id, before, limit + 1).await?;
+    let mut headers = HeaderMap::new();
+    if page.len() as u64 > limit {
+        page.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        if let Some(last) = page.last() {
+            let link = format!(
+                "</api/v1/conversations?limit={limit}&before={}>; rel=\"next\"",
+                cursor(last)
+            );
+            if let Ok(value) = axum::http::HeaderValue::from_str(&link) {
+                headers.insert(axum::http::header::LINK, value);
+            }
+        }
+    }
+    Ok((headers, Json(page.iter().map(view).collect())))
 }
 
 /// `GET /api/v1/conversations/{id}`: the conversation with its messages.
@@ -363,6 +417,8 @@ pub async fn delete(
     signed_in: SignedIn,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
+    // Ownership first: another account's id must change nothing, not even a running reply.
+    owned(&state, &signed_in, &id).await?;
     if let Some(stop) = state.turns.running().get(&id) {
         let _ = stop.send(true);
     }
@@ -384,6 +440,30 @@ struct LogSink {
     turn_id: String,
 }
 
+impl LogSink {
+    fn tell_watchers(&self, seq: i64, kind: &str, data_json: String) {
+        let _ = self.news.send(Arc::new(Logged {
+            conversation_id: self.conversation_id.clone(),
+            seq,
+            kind: kind.to_owned(),
+            data_json,
+        }));
+    }
+
+    /// Ends the turn in storage and logs `end` in the same write, so no tab sees `end` while
+    /// the conversation still counts the turn as running.
+    async fn end(&self, state: &str, error: Option<&str>) -> Result<(), SinkError> {
+        let data_json = serde_json::json!({ "state": state }).to_string();
+        let seq = self
+            .store
+            .end_turn(&self.conversation_id, &self.turn_id, state, error, &data_json)
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        self.tell_watchers(seq, "end", data_json);
+        Ok(())
+    }
+}
+
 impl TurnSink for LogSink {
     async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
         let data_json = data.to_string();
@@ -392,12 +472,7 @@ impl TurnSink for LogSink {
             .append_event(&self.conversation_id, &self.turn_id, kind, &data_json)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        let _ = self.news.send(Arc::new(Logged {
-            conversation_id: self.conversation_id.clone(),
-            seq,
-            kind: kind.to_owned(),
-            data_json,
-        }));
+        self.tell_watchers(seq, kind, data_json);
         Ok(())
     }
 }
@@ -528,6 +603,7 @@ pub async fn send(
     state.store.add_message(&id, "user", content, Some(&turn_id)).await?;
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(watch_for_remote_stop(state.store.clone(), turn_id.clone(), stop_tx.clone()));
+    let own_stop = stop_tx.clone();
     state.turns.running().insert(id.clone(), stop_tx);
     let sink = LogSink {
         store: state.store.clone(),
@@ -564,7 +640,8 @@ pub async fn send(
         model,
         system_prompt: Some(system_prompt),
         history,
-        rounds: if mcp_on { llooma_core::ROUNDS_WITH_MCP } else { llooma_core::ROUNDS },
+        // 8 once the MCP tools are known to be offered (below), else 4.
+        rounds: llooma_core::ROUNDS,
         now_rfc3339: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         attachments: Vec::new(),
     };
@@ -604,6 +681,7 @@ pub async fn send(
                 .await
                 {
                     Ok(mcp) => {
+                        request.rounds = llooma_core::rounds_for(Some(&mcp));
                         run_turn(&provider, &request, &builtins, Some(&mcp), &sink, stop_rx).await
                     }
                     Err(error) => TurnEnd::Failed { text: String::new(), error },
@@ -630,9 +708,17 @@ pub async fn send(
             tracing::warn!(turn = %task_turn, %error, "turn failed");
             let _ = sink.event("error", serde_json::json!({ "message": error })).await;
         }
-        let _ = sink.event("end", serde_json::json!({ "state": state_word })).await;
-        let _ = task_state.store.finish_turn(&task_turn, state_word, error.as_deref()).await;
-        task_state.turns.running().remove(&sink.conversation_id);
+        {
+            // This turn's Stop goes before the turn ends: once it has, the next turn of the
+            // conversation may register its own.
+            let mut running = task_state.turns.running();
+            if running.get(&sink.conversation_id).is_some_and(|s| s.same_channel(&own_stop)) {
+                running.remove(&sink.conversation_id);
+            }
+        }
+        if let Err(err) = sink.end(state_word, error.as_deref()).await {
+            tracing::warn!(turn = %task_turn, error = %err, "ending a turn failed");
+        }
     });
     Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn_id })))
 }
@@ -736,6 +822,7 @@ pub async fn events(
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     owned(&state, &signed_in, &id).await?;
+    let session_ended = signed_in.session_ended(&state);
     // A reconnecting stream says where it was (`Last-Event-ID`); a page opening says where its
     // stored messages end (`?after=`, from the conversation's `eventsAfter`).
     let after = last_event_id(&headers).or(query.after).unwrap_or(0).max(0);
@@ -757,7 +844,8 @@ pub async fn events(
     let stream = futures::stream::unfold(watcher, |mut watcher| async move {
         let event = watcher.next().await?;
         Some((Ok(event), watcher))
-    });
+    })
+    .take_until(session_ended);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

@@ -21,6 +21,10 @@ pub enum ApiError {
     Forbidden(String),
     #[error("{0}")]
     Csrf(String),
+    /// The request's `Host` does not name this instance (DNS rebinding, or a missing
+    /// `LLOOMA_PUBLIC_URL`).
+    #[error("{0}")]
+    UnknownHost(String),
     #[error("not found")]
     NotFound,
     /// The request was understood but what it points at cannot be used (an MCP server that
@@ -37,6 +41,10 @@ pub enum ApiError {
     TooManyAttempts { retry_after_secs: u64 },
     #[error("{0}")]
     Unavailable(String),
+    /// Too much of one kind of work is under way on the instance; the same request will work
+    /// in a moment.
+    #[error("{0}")]
+    Busy(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -95,6 +103,9 @@ impl IntoResponse for ApiError {
             ),
             ApiError::Forbidden(message) => (StatusCode::FORBIDDEN, "forbidden", message.clone()),
             ApiError::Csrf(message) => (StatusCode::FORBIDDEN, "csrf", message.clone()),
+            ApiError::UnknownHost(message) => {
+                (StatusCode::MISDIRECTED_REQUEST, "unknown_host", message.clone())
+            }
             ApiError::NotFound => (StatusCode::NOT_FOUND, "not_found", "Nothing is here.".into()),
             ApiError::Unprocessable { code, message } => {
                 (StatusCode::UNPROCESSABLE_ENTITY, *code, message.clone())
@@ -121,6 +132,7 @@ impl IntoResponse for ApiError {
             ApiError::Unavailable(message) => {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable", message.clone())
             }
+            ApiError::Busy(message) => (StatusCode::SERVICE_UNAVAILABLE, "busy", message.clone()),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (
@@ -136,6 +148,9 @@ impl IntoResponse for ApiError {
             && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        if let ApiError::Busy(_) = self {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("2"));
         }
         response
     }

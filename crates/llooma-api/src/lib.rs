@@ -17,6 +17,7 @@ mod csrf;
 pub mod error;
 mod extract;
 mod fields;
+mod host;
 mod mcp;
 mod mcp_watch;
 mod passwords;
@@ -41,6 +42,7 @@ pub use catalogue::{
     CatalogueFileEntry, CatalogueFileError, catalogue_overlaps, parse_catalogue_file,
 };
 pub use conversations::Turns;
+pub use host::{HostRule, check_host};
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
 

@@ -83,6 +83,9 @@ pub struct SuspendRequest {
 
 /// How an MCP client error reaches a person: what happened and what to do, never the token.
 fn mcp_error(err: McpError) -> ApiError {
+    if let McpError::Busy { .. } = err {
+        return ApiError::Busy(err.to_string());
+    }
     let code = match &err {
         McpError::InvalidUrl { .. } => {
             return ApiError::bad_request("invalid_url", err.to_string());

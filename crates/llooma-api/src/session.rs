@@ -138,6 +138,38 @@ impl FromRequestParts<AppState> for SignedIn {
     }
 }
 
+/// How often an open event stream checks that its session still stands.
+const STREAM_SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl SignedIn {
+    /// Ends when this request's session does, whichever way: sign-out, a password change (which
+    /// ends every session of the account), expiry, or removal through another replica. Event
+    /// streams end with it, so a tab that signed out stops receiving replies and cards within
+    /// a few seconds. Checked in the database, so every replica sees the same end.
+    pub fn session_ended(
+        &self,
+        state: &AppState,
+    ) -> impl Future<Output = ()> + Send + 'static + use<> {
+        let store = state.store.clone();
+        let hash = self.session.token_hash.clone();
+        let idle_ms = i64::try_from(state.config.session_idle.as_millis()).unwrap_or(i64::MAX);
+        async move {
+            loop {
+                tokio::time::sleep(STREAM_SESSION_CHECK).await;
+                let now = llooma_store::now_ms();
+                match store.session_by_token_hash(&hash).await {
+                    Ok(Some(session))
+                        if now < session.expires_at_ms
+                            && now.saturating_sub(session.last_seen_at_ms) < idle_ms => {}
+                    Ok(_) => return,
+                    // The database did not answer: the next check decides.
+                    Err(err) => tracing::warn!(error = %err, "checking a stream's session failed"),
+                }
+            }
+        }
+    }
+}
+
 /// A signed-in administrator.
 #[derive(Debug)]
 pub struct Admin(pub SignedIn);

@@ -121,6 +121,12 @@ pub const ROUNDS: usize = 4;
 /// Rounds of a turn that offers MCP tools: a chain against one's own tools is longer.
 pub const ROUNDS_WITH_MCP: usize = 8;
 
+/// The rounds a turn gets: [`ROUNDS_WITH_MCP`] only when it offers MCP tools (a server's
+/// tools, or the resource tools), not merely because MCP is switched on.
+pub fn rounds_for<P: ApprovalPort>(mcp: Option<&McpTurn<'_, P>>) -> usize {
+    if mcp.is_some_and(McpTurn::offers_tools) { ROUNDS_WITH_MCP } else { ROUNDS }
+}
+
 /// How a turn ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TurnEnd {
@@ -275,32 +281,35 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
         return TurnEnd::Failed { text, error };
     }
     let mut opened = mcp::Opened::new();
+    let waiting_card = mcp::WaitingCard::default();
     let rounds = request.rounds.max(1);
     let outcome: Result<bool, String> = async {
         for round_number in 1..=rounds {
             let last = round_number == rounds;
             let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
             // The last round offers no tools: out of rounds, the model answers with what it has.
+            let mut tools = Vec::new();
             if !last {
-                let mut tools = builtins.definitions();
+                tools = builtins.definitions();
                 if let Some(mcp) = mcp {
                     tools.extend(mcp.definitions(&opened));
                 }
-                let size = ToolsSize::of(&tools);
-                // What the definitions cost each request, so announce mode can be judged.
-                sink.event(
-                    "request",
-                    json!({
-                        "round": round_number, "tools": tools.len(),
-                        "toolBytes": size.bytes, "toolTokens": size.estimated_tokens,
-                        "announce": mcp.is_some_and(|m| m.announce),
-                    }),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-                if !tools.is_empty() {
-                    chat = chat.with_tools(tools);
-                }
+            }
+            let size = ToolsSize::of(&tools);
+            // What the definitions cost each request (none for the last), so announce mode can
+            // be judged.
+            sink.event(
+                "request",
+                json!({
+                    "round": round_number, "tools": tools.len(),
+                    "toolBytes": size.bytes, "toolTokens": size.estimated_tokens,
+                    "announce": mcp.is_some_and(|m| m.announce),
+                }),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            if !tools.is_empty() {
+                chat = chat.with_tools(tools);
             }
             let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
             if round.stopped {
@@ -318,7 +327,9 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 let run = async {
                     let announcing = mcp.filter(|m| m.announce && call.name == ANNOUNCE_TOOL);
                     match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
-                        Some((mcp, tool)) => mcp.call(tool, call, &mut guard, sink).await,
+                        Some((mcp, tool)) => {
+                            mcp.call(tool, call, &mut guard, sink, &waiting_card).await
+                        }
                         None if let Some(mcp) = announcing => {
                             mcp.open(call, &mut opened, sink).await
                         }
@@ -330,9 +341,18 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 };
                 // Stop cancels a call in flight: a card still waiting is withdrawn (the broker
                 // interrupts a call whose waiter is dropped), a request on its way is dropped.
-                let result = tokio::select! {
-                    result = run => result?,
-                    _ = stop.wait_for(|s| *s) => return Ok(true),
+                let finished = tokio::select! {
+                    // The call first: what it can do without waiting (note a card it just put
+                    // up) is done before a Stop is honoured.
+                    biased;
+                    result = run => Some(result?),
+                    _ = stop.wait_for(|s| *s) => None,
+                };
+                let Some(result) = finished else {
+                    if let Some(step) = waiting_card.take() {
+                        sink.event("step", step).await.map_err(|e| e.to_string())?;
+                    }
+                    return Ok(true);
                 };
                 messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }

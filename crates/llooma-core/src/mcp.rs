@@ -81,6 +81,28 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     pub context: Context,
 }
 
+/// The step to log if the turn is stopped while a card waits for its answer: the card is
+/// withdrawn, and the timeline says so as it does for every other outcome of a call.
+#[derive(Debug, Default)]
+pub(crate) struct WaitingCard(std::sync::Mutex<Option<Value>>);
+
+impl WaitingCard {
+    fn set(&self, step: Option<Value>) {
+        *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = step;
+    }
+
+    pub(crate) fn take(&self) -> Option<Value> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+}
+
+impl<P: ApprovalPort> McpTurn<'_, P> {
+    /// Whether the turn offers the model any MCP tool: a server's tool or the resource tools.
+    pub fn offers_tools(&self) -> bool {
+        !self.tools.is_empty() || !self.resources.is_empty()
+    }
+}
+
 /// Whether a tool is still in use, with the definition a turn started with, just before a call
 /// goes out: while the turn ran or its card waited, the person may have paused it ("Update
 /// tools" found it changed), removed it, or an administrator suspended its server.
@@ -409,6 +431,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         call: &ToolCall,
         guard: &mut TurnGuard,
         sink: &S,
+        waiting_card: &WaitingCard,
     ) -> Result<String, String> {
         let step = |state: &str, extra: Value| {
             let mut data = json!({
@@ -480,10 +503,14 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 let pending = self.broker.request(new_call).await.map_err(|e| e.to_string())?;
                 // Stopped from here on, the card is withdrawn rather than left to lapse.
                 let mut standing = self.broker.abandon_guard(&pending.id);
+                // Set as soon as the card exists: tabs may see it (and Stop) from now on.
+                waiting_card.set(Some(step("interrupted", json!({ "callId": pending.id }))));
                 sink.event("approval", json!({ "card": pending.card() }))
                     .await
                     .map_err(|e| e.to_string())?;
-                let outcome = self.broker.wait(&pending.id).await.map_err(|e| e.to_string())?;
+                let outcome = self.broker.wait(&pending.id).await;
+                waiting_card.set(None);
+                let outcome = outcome.map_err(|e| e.to_string())?;
                 standing.disarm();
                 if !outcome.allowed() {
                     let state = outcome.state().as_str();

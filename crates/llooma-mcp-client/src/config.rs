@@ -22,6 +22,11 @@ pub struct McpConfig {
     /// How many times a broken event stream is reconnected before the request fails.
     /// Default 3 (rmcp's default retries forever).
     pub sse_max_retries: usize,
+    /// Snapshots (tool, resource and prompt lists) read at once on this instance. Default 4.
+    /// Each may hold up to [`Limits::max_response_bytes`] per page it reads, so this bounds
+    /// what many people testing large servers at once can make the server hold; one more is
+    /// refused ([`crate::McpError::Busy`]) rather than queued.
+    pub max_concurrent_snapshots: usize,
     /// Size bounds.
     pub limits: Limits,
 }
@@ -35,6 +40,7 @@ impl Default for McpConfig {
             call_timeout: Duration::from_secs(60),
             max_call_timeout: Duration::from_secs(600),
             sse_max_retries: 3,
+            max_concurrent_snapshots: 4,
             limits: Limits::default(),
         }
     }

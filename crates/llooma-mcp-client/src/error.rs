@@ -132,6 +132,14 @@ pub enum McpError {
     /// The outbound HTTP client could not be built.
     #[error("could not set up the MCP client: {0}")]
     Setup(#[source] NetError),
+    /// As many servers as the instance reads at once are being read: nothing was contacted.
+    #[error(
+        "{limit} MCP servers are being tested on this instance right now; nothing was contacted — try again in a moment"
+    )]
+    Busy {
+        /// [`crate::McpConfig::max_concurrent_snapshots`].
+        limit: usize,
+    },
 }
 
 fn token_refused_message(url: &str, status: u16, token_sent: bool) -> String {

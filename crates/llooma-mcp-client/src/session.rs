@@ -46,6 +46,8 @@ pub struct McpClient {
     policy: Arc<OutboundPolicy>,
     net: NetClient,
     config: Arc<McpConfig>,
+    /// Shared by every clone: the instance-wide bound on snapshots read at once.
+    snapshots: Arc<tokio::sync::Semaphore>,
 }
 
 impl McpClient {
@@ -62,7 +64,8 @@ impl McpClient {
             .connect_timeout(config.connect_timeout)
             .build()
             .map_err(McpError::Setup)?;
-        Ok(Self { policy, net, config: Arc::new(config) })
+        let snapshots = Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_snapshots));
+        Ok(Self { policy, net, config: Arc::new(config), snapshots })
     }
 
     /// The bounds in force.
@@ -168,7 +171,14 @@ impl McpClient {
     }
 
     /// Connects, takes a [`Snapshot`], and disconnects.
+    ///
+    /// At most [`McpConfig::max_concurrent_snapshots`] run at once across the instance; one
+    /// more fails at once with [`McpError::Busy`].
     pub async fn snapshot(&self, url: &str, token: Option<&Secret>) -> Result<Snapshot, McpError> {
+        let _permit = self
+            .snapshots
+            .try_acquire()
+            .map_err(|_| McpError::Busy { limit: self.config.max_concurrent_snapshots })?;
         let session = self.connect(url, token).await?;
         let snapshot = session.snapshot().await;
         session.close().await;

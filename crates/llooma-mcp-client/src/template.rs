@@ -15,8 +15,11 @@
 //!   `\`, and a value that is `.` or `..`, or contains `..`. Percent-encoding `/` as `%2F` would
 //!   be correct by the RFC, but many servers decode it before routing, which turns a value into
 //!   extra path segments;
-//! - for the reserved expansions (`{+var}`, `{#var}`), which may carry `/` on purpose: a `..`
-//!   segment (`../` climbing out of the template's path);
+//! - for the reserved expansions (`{+var}`, `{#var}`), which may carry `/` on purpose: a
+//!   segment (split on `/` and `\\`) that is `.` or `..`, or is one of them before a `;`
+//!   (`..;`), checked after percent-decoding: URL parsers resolve `.%2e`, `%2e.` and `%2E%2E`
+//!   as `..`, and `..%2f` is `../` to a server that decodes before routing (`../` climbing out
+//!   of the template's path);
 //! - a missing value for an expression that shapes the path (everything but `?`, `&` and `#`,
 //!   which the RFC lets disappear), and a value for a variable the template does not have.
 
@@ -264,6 +267,10 @@ fn expand_expr(
     Ok(())
 }
 
+/// The refusal of a reserved value with a dot segment.
+const DOT_SEGMENT: &str =
+    "contains a `.` or `..` path segment (written plainly or percent-encoded)";
+
 fn check_value(op: Op, var: &str, value: &str) -> Result<(), TemplateError> {
     let bad = |problem| Err(TemplateError::Value { var: var.to_owned(), problem });
     if value.len() > MAX_VALUE_LEN {
@@ -281,16 +288,48 @@ fn check_value(op: Op, var: &str, value: &str) -> Result<(), TemplateError> {
         }
     }
     if op.allows_reserved() {
-        let climbs = value.split(['/', '\\']).any(|seg| seg == "..")
-            || value.to_ascii_lowercase().contains("%2e%2e");
-        if climbs {
-            return bad("contains a `..` path segment");
+        if has_dot_segment(value) {
+            return bad(DOT_SEGMENT);
         }
         if value.contains('{') || value.contains('}') {
             return bad("contains a brace");
         }
     }
     Ok(())
+}
+
+/// Whether a value, once percent-decoded, has a segment (between `/` or `\\`) that is `.` or
+/// `..`, or that is one of them before a `;` (`..;`, which some servers cut at the `;`). The
+/// decoding comes first because URL parsers resolve `.%2e`, `%2e.` and `%2E%2E` as `..`, and
+/// a server that decodes `%2F` before routing sees `..%2f` as `../`.
+fn has_dot_segment(value: &str) -> bool {
+    percent_decode(value).split(|b| matches!(b, b'/' | b'\\')).any(|segment| {
+        let before_params = segment.split(|b| *b == b';').next().unwrap_or_default();
+        matches!(before_params, b"." | b"..")
+    })
+}
+
+/// `%XX` triplets (either case) decoded to their byte; anything else, a stray `%` included,
+/// kept as it is.
+fn percent_decode(value: &str) -> Vec<u8> {
+    let bytes = value.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| char::from(*b).to_digit(16));
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(high), Some(low)) => {
+                // Two hex digits make at most 0xFF.
+                out.push(u8::try_from(high * 16 + low).unwrap_or(u8::MAX));
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 fn is_unreserved(b: u8) -> bool {
@@ -423,6 +462,56 @@ mod tests {
             expand("x://{id}", &vals(&[("id", &long)])),
             Err(TemplateError::Value { .. })
         ));
+    }
+
+    /// Reserved expansion may carry `/`, but no segment may be `.` or `..` however it is
+    /// written: URL parsers (WHATWG) resolve `.%2e`, `%2e.` and `%2E%2E` as `..`, and some
+    /// servers cut a segment at `;` (`..;`). `None` means refused.
+    #[test]
+    fn reserved_values_may_not_hold_dot_segments_however_encoded() {
+        let table: &[(&str, Option<&str>)] = &[
+            ("..", None),
+            (".%2e", None),
+            ("%2e.", None),
+            ("%2E%2E", None),
+            ("..;", None),
+            ("..;jsessionid=1", None),
+            ("%2e%2e%3b", None),
+            (".", None),
+            ("%2e", None),
+            ("a/../b", None),
+            ("a/.%2E/b", None),
+            ("a/./b", None),
+            ("a/%2E/b", None),
+            ("..%2f", None),
+            ("..%2Fetc", None),
+            ("a\\..\\b", None),
+            ("a%5c..%5cb", None),
+            ("a/.%2e/.%2e/etc/passwd", None),
+            ("a..b", Some("docs://tree/a..b")),
+            (".hidden", Some("docs://tree/.hidden")),
+            ("v1.2", Some("docs://tree/v1.2")),
+            ("..hidden", Some("docs://tree/..hidden")),
+            ("a/b/c.txt", Some("docs://tree/a/b/c.txt")),
+            ("%2e%2e%2e", Some("docs://tree/%2e%2e%2e")),
+            ("a;b=..", Some("docs://tree/a;b=..")),
+        ];
+        for (value, want) in table {
+            for template in ["docs://tree/{+path}", "docs://tree/x{#path}"] {
+                let got = expand(template, &vals(&[("path", value)]));
+                match want {
+                    Some(want) if template.contains('+') => {
+                        assert_eq!(got.as_deref(), Ok(*want), "{template} with {value:?}");
+                    }
+                    Some(_) => assert!(got.is_ok(), "{template} with {value:?}: {got:?}"),
+                    None => assert_eq!(
+                        got,
+                        Err(TemplateError::Value { var: "path".to_owned(), problem: DOT_SEGMENT }),
+                        "{template} with {value:?}"
+                    ),
+                }
+            }
+        }
     }
 
     #[test]

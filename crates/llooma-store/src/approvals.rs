@@ -95,6 +95,20 @@ pub(crate) async fn replicas_alive_since(store: &Store, since_ms: i64) -> StoreR
 
 const PENDING: &str = "pending";
 
+/// The calls of a turn still waiting for an answer, or interrupted because their process went
+/// away: a turn that is ended for them gives each an `interrupted` step.
+pub(crate) async fn unsettled_calls_of_turn(
+    store: &Store,
+    turn_id: &str,
+) -> StoreResult<Vec<calls::Model>> {
+    Ok(calls::Entity::find()
+        .filter(calls::Column::TurnId.eq(turn_id))
+        .filter(calls::Column::State.is_in([PENDING, CallState::Interrupted.as_str()]))
+        .order_by_asc(calls::Column::CreatedAtMs)
+        .all(&store.db)
+        .await?)
+}
+
 fn from_model(model: calls::Model) -> StoreResult<PendingCall> {
     let state = CallState::parse(&model.state)
         .ok_or_else(|| StoreError::Corrupt(format!("unknown call state {:?}", model.state)))?;

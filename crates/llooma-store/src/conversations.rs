@@ -98,11 +98,32 @@ impl Store {
         Ok(conversation(model.insert(&self.db).await?))
     }
 
-    /// The account's conversations, most recently active first.
-    pub async fn list_conversations(&self, account_id: &str) -> StoreResult<Vec<Conversation>> {
-        Ok(conversations::Entity::find()
-            .filter(conversations::Column::AccountId.eq(account_id))
+    /// A page of the account's conversations, most recently active first: at most `limit`,
+    /// those after `before` (the last of the previous page, as `(updated_at_ms, id)`) when
+    /// given. Ties on the time are ordered by id, so pages neither repeat nor skip.
+    pub async fn list_conversations(
+        &self,
+        account_id: &str,
+        before: Option<(i64, &str)>,
+        limit: u64,
+    ) -> StoreResult<Vec<Conversation>> {
+        let mut query =
+            conversations::Entity::find().filter(conversations::Column::AccountId.eq(account_id));
+        if let Some((updated_at_ms, id)) = before {
+            query = query.filter(
+                sea_orm::Condition::any()
+                    .add(conversations::Column::UpdatedAtMs.lt(updated_at_ms))
+                    .add(
+                        sea_orm::Condition::all()
+                            .add(conversations::Column::UpdatedAtMs.eq(updated_at_ms))
+                            .add(conversations::Column::Id.lt(id)),
+                    ),
+            );
+        }
+        Ok(query
             .order_by_desc(conversations::Column::UpdatedAtMs)
+            .order_by_desc(conversations::Column::Id)
+            .limit(limit)
             .all(&self.db)
             .await?
             .into_iter()
@@ -231,24 +252,6 @@ impl Store {
         }
     }
 
-    /// Ends a running turn (`done`, `failed` or `stopped`).
-    pub async fn finish_turn(
-        &self,
-        turn_id: &str,
-        state: &str,
-        error: Option<&str>,
-    ) -> StoreResult<()> {
-        turns::Entity::update_many()
-            .col_expr(turns::Column::State, Expr::value(state))
-            .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
-            .col_expr(turns::Column::Error, Expr::value(error.map(str::to_owned)))
-            .filter(turns::Column::Id.eq(turn_id))
-            .filter(turns::Column::State.eq("running"))
-            .exec(&self.db)
-            .await?;
-        Ok(())
-    }
-
     /// The running turn of a conversation, if any.
     pub async fn running_turn(&self, conversation_id: &str) -> StoreResult<Option<String>> {
         Ok(turns::Entity::find()
@@ -303,11 +306,21 @@ impl Store {
 
     async fn fail_turns(&self, running: &[turns::Model], reason: &str) -> StoreResult<u64> {
         for turn in running {
+            // A card the turn was waiting on can no longer be answered: its step says so, as
+            // the live turn's timeline would have.
+            for call in crate::approvals::unsettled_calls_of_turn(self, &turn.id).await? {
+                let step = serde_json::json!({
+                    "tool": call.model_tool_name, "server": call.server_label,
+                    "serverTool": call.tool_name, "mcp": true, "state": "interrupted",
+                    "callId": call.id,
+                })
+                .to_string();
+                self.append_event(&turn.conversation_id, &turn.id, "step", &step).await?;
+            }
             let error = serde_json::json!({ "message": reason }).to_string();
             self.append_event(&turn.conversation_id, &turn.id, "error", &error).await?;
-            self.finish_turn(&turn.id, "failed", Some(reason)).await?;
             let end = serde_json::json!({ "state": "failed" }).to_string();
-            self.append_event(&turn.conversation_id, &turn.id, "end", &end).await?;
+            self.end_turn(&turn.conversation_id, &turn.id, "failed", Some(reason), &end).await?;
         }
         Ok(running.len() as u64)
     }
@@ -320,8 +333,46 @@ impl Store {
         kind: &str,
         data_json: &str,
     ) -> StoreResult<i64> {
+        self.append(conversation_id, turn_id, kind, data_json, None).await
+    }
+
+    /// Ends a running turn (`done`, `failed` or `stopped`) and appends its `end` event
+    /// (`end_json`) in one transaction, and returns the event's number: a tab that sees `end`
+    /// can send at once (the turn is no longer running), and no event of the next turn is
+    /// numbered before it.
+    pub async fn end_turn(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+        state: &str,
+        error: Option<&str>,
+        end_json: &str,
+    ) -> StoreResult<i64> {
+        self.append(conversation_id, turn_id, "end", end_json, Some((state, error))).await
+    }
+
+    async fn append(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+        kind: &str,
+        data_json: &str,
+        finish: Option<(&str, Option<&str>)>,
+    ) -> StoreResult<i64> {
         for _ in 0..APPEND_ATTEMPTS {
             let txn = self.db.begin().await?;
+            if let Some((state, error)) = finish {
+                // Written first: on SQLite a transaction that reads and then writes cannot
+                // upgrade its lock when another connection wrote in between.
+                turns::Entity::update_many()
+                    .col_expr(turns::Column::State, Expr::value(state))
+                    .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
+                    .col_expr(turns::Column::Error, Expr::value(error.map(str::to_owned)))
+                    .filter(turns::Column::Id.eq(turn_id))
+                    .filter(turns::Column::State.eq("running"))
+                    .exec(&txn)
+                    .await?;
+            }
             let last: Option<i64> = turn_events::Entity::find()
                 .select_only()
                 .column_as(turn_events::Column::Seq.max(), "max")

@@ -20,8 +20,8 @@ pub fn App(page: Page) -> impl IntoView {
         Page::SignIn { first_run, registration_open } => {
             view! { <SignIn first_run registration_open /> }.into_any()
         }
-        Page::Home { me, conversations, cards, now_ms } => {
-            view! { <Home me conversations cards now_ms /> }.into_any()
+        Page::Home { me, conversations, older, newest, cards, now_ms } => {
+            view! { <Home me conversations older newest cards now_ms /> }.into_any()
         }
         Page::Conversation {
             me,
@@ -212,6 +212,8 @@ fn SignIn(first_run: bool, registration_open: bool) -> impl IntoView {
 fn Home(
     me: Me,
     conversations: Vec<ConversationView>,
+    older: Option<String>,
+    newest: bool,
     cards: Vec<ApprovalCardView>,
     now_ms: i64,
 ) -> impl IntoView {
@@ -266,6 +268,17 @@ fn Home(
                         })
                         .collect_view()}
                 </ul>
+                <nav class="row pages">
+                    {(!newest).then(|| view! { <a href="/">"Newest conversations"</a> })}
+                    {older
+                        .map(|before| {
+                            view! {
+                                <a class="older" href=format!("/?before={before}")>
+                                    "Older conversations"
+                                </a>
+                            }
+                        })}
+                </nav>
             </main>
         </div>
     }

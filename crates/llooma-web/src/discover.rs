@@ -172,7 +172,9 @@ pub fn AddServer(
     me: Me,
     label: String,
     address: String,
-    /// Credential-like parameters the link carried, dropped: tokens are typed, never linked.
+    /// What the link carried that could be a credential, dropped: credential-like parameters
+    /// (of the link or inside the address), the address's user name and password, and its
+    /// `#fragment`. Tokens are typed, never linked.
     dropped: Vec<String>,
     can_add: bool,
     /// The catalogue entry at this address, if any (its description and token help).

@@ -34,7 +34,12 @@ pub enum Page {
     /// The conversation list.
     Home {
         me: Me,
+        /// One page, most recently active first.
         conversations: Vec<ConversationView>,
+        /// Where the next (older) page starts, when there is one.
+        older: Option<String>,
+        /// Whether this is the first page.
+        newest: bool,
         cards: Vec<ApprovalCardView>,
         /// The server's clock when it rendered (countdowns start from it on both sides).
         now_ms: i64,

@@ -136,6 +136,16 @@ enum Fail {
 
 impl Web {
     async fn get<T: DeserializeOwned>(&self, caller: &Caller, path: &str) -> Result<T, Fail> {
+        Ok(self.get_with_next(caller, path).await?.0)
+    }
+
+    /// [`Web::get`] of a paged list, with where the next page starts (the `before` of its
+    /// `Link: rel="next"`), if one follows.
+    async fn get_with_next<T: DeserializeOwned>(
+        &self,
+        caller: &Caller,
+        path: &str,
+    ) -> Result<(T, Option<String>), Fail> {
         let mut request = Request::get(path);
         if let Some(cookie) = &caller.cookie {
             request = request.header(header::COOKIE, cookie);
@@ -151,6 +161,12 @@ impl Web {
             Err(never) => match never {},
         };
         let status = response.status();
+        let next = response
+            .headers()
+            .get(header::LINK)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|link| link.split_once("before=")?.1.split_once('>').map(|(c, _)| c))
+            .map(str::to_owned);
         let bytes = axum::body::to_bytes(response.into_body(), 16 * 1024 * 1024)
             .await
             .map_err(|e| Fail::Api(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
@@ -164,12 +180,13 @@ impl Web {
             }
             _ => {}
         }
-        serde_json::from_slice(&bytes).map_err(|e| {
+        let value = serde_json::from_slice(&bytes).map_err(|e| {
             Fail::Api(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 format!("unexpected answer from {path}: {e}"),
             )
-        })
+        })?;
+        Ok((value, next))
     }
 
     /// A page for a signed-in person: `load` builds it from the API's answers, called with the
@@ -287,8 +304,10 @@ fn escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-async fn home(State(web): State<Web>, request: Request) -> Response {
+/// `/` and `/?before=CURSOR` (older conversations; the cursor is the API's).
+async fn home(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
     let caller = Caller::of(&request);
+    let before = query.get("before").filter(|b| !b.is_empty());
     let me = match web.me(&caller).await {
         Ok(me) => me,
         Err(Fail::SignedOut) => {
@@ -306,15 +325,32 @@ async fn home(State(web): State<Web>, request: Request) -> Response {
         Err(fail) => return web.failed(fail, None),
     };
     let loaded = async {
-        let conversations: Vec<ConversationView> =
-            web.get(&caller, "/api/v1/conversations").await?;
+        let path = match before {
+            // The cursor is the API's own, passed back as it gave it (digits, '.', an id).
+            Some(before)
+                if before.chars().all(|c| c.is_ascii_alphanumeric() || ".-".contains(c)) =>
+            {
+                format!("/api/v1/conversations?before={before}")
+            }
+            _ => "/api/v1/conversations".to_owned(),
+        };
+        let (conversations, older): (Vec<ConversationView>, _) =
+            web.get_with_next(&caller, &path).await?;
         let cards: Vec<ApprovalCardView> = web.get(&caller, "/api/v1/approvals").await?;
-        Ok::<_, Fail>((conversations, cards))
+        Ok::<_, Fail>((conversations, older, cards))
     };
     match loaded.await {
-        Ok((conversations, cards)) => {
-            web.page(StatusCode::OK, &Page::Home { me, conversations, cards, now_ms: now_ms() })
-        }
+        Ok((conversations, older, cards)) => web.page(
+            StatusCode::OK,
+            &Page::Home {
+                me,
+                conversations,
+                older,
+                newest: before.is_none(),
+                cards,
+                now_ms: now_ms(),
+            },
+        ),
         Err(fail) => web.failed(fail, Some(me)),
     }
 }
@@ -400,13 +436,17 @@ async fn discover(State(web): State<Web>, query: PageQuery, request: Request) ->
 }
 
 /// The registration deeplink: `/settings/tools/mcp/new?address=…&label=…`. It only fills the
-/// form; a token in the link is dropped, and the address meets the same checks as a typed one
-/// when the person tests it.
+/// form; a token in the link, and a user name, password, credential-like parameter or `#fragment`
+/// in its address, is dropped (and named on the page), and the address meets the same checks as
+/// a typed one when the person tests it.
 async fn add_server(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
     let label = query_value(&query, "label");
-    let (address, mut dropped) = without_credentials(&query_value(&query, "address"));
-    dropped.extend(query.keys().filter(|k| looks_like_credential(k)).cloned());
+    // The link's own parameters first (in order of name), then what the address carried.
+    let mut dropped: Vec<String> =
+        query.keys().filter(|k| looks_like_credential(k)).cloned().collect();
     dropped.sort();
+    let (address, in_address) = without_credentials(&query_value(&query, "address"));
+    dropped.extend(in_address);
     web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
         let settings: McpToolSettingsView = web.get(&caller, "/api/v1/mcp/settings").await?;
         let entry = if address.is_empty() {
@@ -468,36 +508,96 @@ fn looks_like_credential(name: &str) -> bool {
     words.iter().any(|w| CREDENTIAL_WORDS.contains(&w.as_str()))
 }
 
-/// The address with any credential-like parameter of its query removed, and their names: a
-/// link cannot hand someone a key, in a parameter of its own or inside the address. The other
-/// parameters are kept exactly as written.
+/// What the registration page names when a link's address carried a user name (and password).
+const USERINFO_DROPPED: &str = "a user name or password in the address";
+/// What the registration page names when a link's address carried a `#fragment`.
+const FRAGMENT_DROPPED: &str = "the part of the address after #";
+
+/// The address without what could hand someone a credential, and what was dropped: its
+/// `user:password@`, any credential-like parameter of its query (by name), and its `#fragment`,
+/// whatever that holds (an MCP client never sends a fragment to the server, so it cannot be
+/// needed to connect, and it is where `#access_token=` or a bare token travels). A link cannot
+/// hand someone a key, in a parameter of its own or inside the address. The other parameters are
+/// kept exactly as written; an address with nothing to drop is returned as written.
 fn without_credentials(address: &str) -> (String, Vec<String>) {
     let Ok(mut url) = url::Url::parse(address) else {
         return (address.to_owned(), Vec::new());
     };
-    let Some(query) = url.query().map(str::to_owned) else {
-        return (address.to_owned(), Vec::new());
-    };
     let mut dropped = Vec::new();
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|segment| {
-            let name = url::form_urlencoded::parse(segment.as_bytes())
-                .next()
-                .map(|(name, _)| name.into_owned())
-                .unwrap_or_default();
-            let credential = looks_like_credential(&name);
-            if credential {
-                dropped.push(name);
-            }
-            !credential
-        })
-        .collect();
+    if !url.username().is_empty() || url.password().is_some() {
+        // Both only fail for addresses that cannot have a user (`mailto:`), which have none.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        dropped.push(USERINFO_DROPPED.to_owned());
+    }
+    if let Some(query) = url.query().map(str::to_owned) {
+        let mut names = Vec::new();
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|segment| {
+                let name = parameter_name(segment);
+                let credential = looks_like_credential(&name);
+                if credential {
+                    names.push(name);
+                }
+                !credential
+            })
+            .collect();
+        if !names.is_empty() {
+            url.set_query((!kept.is_empty()).then(|| kept.join("&")).as_deref());
+            dropped.extend(names);
+        }
+    }
+    if let Some(fragment) = url.fragment() {
+        if !fragment.is_empty() {
+            dropped.push(FRAGMENT_DROPPED.to_owned());
+        }
+        url.set_fragment(None);
+        if dropped.is_empty() {
+            // A bare `#`: nothing to name, but nothing worth keeping either.
+            return (url.to_string(), dropped);
+        }
+    }
     if dropped.is_empty() {
         return (address.to_owned(), Vec::new());
     }
-    url.set_query((!kept.is_empty()).then(|| kept.join("&")).as_deref());
     (url.to_string(), dropped)
+}
+
+/// The decoded name of one `name=value` segment of a query.
+fn parameter_name(segment: &str) -> String {
+    url::form_urlencoded::parse(segment.as_bytes())
+        .next()
+        .map(|(name, _)| name.into_owned())
+        .unwrap_or_default()
+}
+
+/// A request's target as a log may show it: the path, and the query with the value of every
+/// parameter that could be a credential replaced by `[redacted]`: one whose name looks like a
+/// credential (the registration link's word list, [`looks_like_credential`]), and one whose value
+/// is an address carrying one (what [`without_credentials`] would drop, such as the
+/// registration link's `address=https://u:p@…` or `…?api_key=…`). Everything else is kept as
+/// written, so a log still says which page, search or link was asked for.
+pub fn loggable_target(path: &str, query: Option<&str>) -> String {
+    let Some(query) = query else {
+        return path.to_owned();
+    };
+    let segments: Vec<String> = query
+        .split('&')
+        .map(|segment| {
+            let Some((raw_name, _)) = segment.split_once('=') else {
+                return segment.to_owned();
+            };
+            let value = url::form_urlencoded::parse(segment.as_bytes())
+                .next()
+                .map(|(_, value)| value.into_owned())
+                .unwrap_or_default();
+            let secret = looks_like_credential(&parameter_name(segment))
+                || !without_credentials(&value).1.is_empty();
+            if secret { format!("{raw_name}=[redacted]") } else { segment.to_owned() }
+        })
+        .collect();
+    format!("{path}?{}", segments.join("&"))
 }
 
 async fn admin_catalogue(State(web): State<Web>, request: Request) -> Response {
@@ -645,6 +745,67 @@ mod tests {
         }
         for name in ["label", "author", "keyword", "passage", "monkey", "team"] {
             assert!(!looks_like_credential(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_deeplink_address_loses_its_user_password_and_fragment() {
+        let (address, dropped) = without_credentials("https://alice:s3cret@mcp.example.org/mcp");
+        assert_eq!(address, "https://mcp.example.org/mcp");
+        assert_eq!(dropped, [USERINFO_DROPPED]);
+        let (address, dropped) = without_credentials("https://alice@mcp.example.org/mcp?team=a");
+        assert_eq!(address, "https://mcp.example.org/mcp?team=a");
+        assert_eq!(dropped, [USERINFO_DROPPED]);
+        let (address, dropped) =
+            without_credentials("https://mcp.example.org/mcp?team=a#access_token=eyJ0");
+        assert_eq!(address, "https://mcp.example.org/mcp?team=a");
+        assert_eq!(dropped, [FRAGMENT_DROPPED]);
+        // A fragment is never sent to the server, so it goes whatever it holds.
+        let (address, dropped) = without_credentials("https://mcp.example.org/mcp#eyJhbGciOi");
+        assert_eq!(address, "https://mcp.example.org/mcp");
+        assert_eq!(dropped, [FRAGMENT_DROPPED]);
+        let (address, dropped) =
+            without_credentials("https://u:p@mcp.example.org/mcp?q=a%20b&api_key=k#token=t");
+        assert_eq!(address, "https://mcp.example.org/mcp?q=a%20b");
+        assert_eq!(dropped, [USERINFO_DROPPED, "api_key", FRAGMENT_DROPPED]);
+        let plain = "https://mcp.example.org:8443/mcp?team=a";
+        assert_eq!(without_credentials(plain), (plain.to_owned(), Vec::new()));
+    }
+
+    #[test]
+    fn a_logged_request_target_keeps_its_path_and_loses_credential_values() {
+        let table = [
+            ("/settings", None, "/settings"),
+            ("/api/v1/x", Some("q=docs&tag=a%20b"), "/api/v1/x?q=docs&tag=a%20b"),
+            (
+                "/settings/tools/mcp/new",
+                Some("address=http://x.example/mcp&token=SEKRET"),
+                "/settings/tools/mcp/new?address=http://x.example/mcp&token=[redacted]",
+            ),
+            ("/api/v1/x", Some("q=a&api_key=SEKRET&flag"), "/api/v1/x?q=a&api_key=[redacted]&flag"),
+            ("/api/v1/x", Some("accessToken=SEKRET"), "/api/v1/x?accessToken=[redacted]"),
+            ("/api/v1/x", Some("api%5Fkey=SEKRET"), "/api/v1/x?api%5Fkey=[redacted]"),
+            ("/api/v1/x", Some("X-Api-Key"), "/api/v1/x?X-Api-Key"),
+            ("/api/v1/x", Some("author=a&keyword=b"), "/api/v1/x?author=a&keyword=b"),
+            // An address in the query that carries a credential of its own.
+            (
+                "/settings/tools/mcp/new",
+                Some("label=D&address=https%3A%2F%2Fx.example%2Fmcp%3Fapi_key%3DSEKRET"),
+                "/settings/tools/mcp/new?label=D&address=[redacted]",
+            ),
+            (
+                "/settings/tools/mcp/new",
+                Some("address=https://u:SEKRET@x.example/mcp"),
+                "/settings/tools/mcp/new?address=[redacted]",
+            ),
+            (
+                "/settings/tools/mcp/new",
+                Some("address=https%3A%2F%2Fx.example%2Fmcp%3Fteam%3Da"),
+                "/settings/tools/mcp/new?address=https%3A%2F%2Fx.example%2Fmcp%3Fteam%3Da",
+            ),
+        ];
+        for (path, query, want) in table {
+            assert_eq!(loggable_target(path, query), want, "{path} {query:?}");
         }
     }
 }

@@ -305,3 +305,32 @@ async fn errors_of_the_tool_and_of_the_server_are_told_apart() {
     let err = session.call_tool("x", json!([1])).await.unwrap_err();
     assert!(matches!(err, McpError::BadArguments { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn snapshots_past_the_instance_bound_are_refused_as_busy_not_queued() {
+    let server = hostile(|method, _| match method {
+        "tools/list" => Reply::Hang,
+        _ => Reply::Default,
+    })
+    .await;
+    let config = McpConfig { max_concurrent_snapshots: 2, ..quick_config() };
+    let client = client_for(server.port(), config);
+    let url = server.url();
+    // Two snapshots hang on a slow server; clones share the bound.
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, url) = (client.clone(), url.clone());
+            tokio::spawn(async move { client.snapshot(&url, None).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let err = client.snapshot(&url, None).await.unwrap_err();
+    assert!(matches!(err, McpError::Busy { limit: 2 }), "{err:?}");
+    assert!(err.to_string().contains("try again"), "{err}");
+    // Once they end (timed out), a snapshot may go out again.
+    for task in slow {
+        assert!(matches!(task.await.unwrap(), Err(McpError::Timeout { .. })));
+    }
+    let again = client.snapshot(&url, None).await.unwrap_err();
+    assert!(matches!(again, McpError::Timeout { .. }), "{again:?}");
+}

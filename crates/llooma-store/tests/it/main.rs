@@ -9,5 +9,6 @@ mod approvals;
 mod bots;
 mod catalogue;
 mod consent;
+mod conversations;
 mod personas;
 mod support;

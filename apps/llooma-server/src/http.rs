@@ -1,0 +1,642 @@
+//! Serving HTTP connections: the accept loop, timeouts, the connection cap and the open-files
+//! limit, around hyper's HTTP/1 server.
+//!
+//! Every connection holds a file descriptor, and under systemd's usual soft limit of 1024 open
+//! files a crowd of connections that send nothing used to make `accept` fail ("Too many open
+//! files"), so health checks and sign-in went unanswered until the crowd left. Hence:
+//!
+//! - At start the soft limit on open files is raised to the hard one (both are logged).
+//! - Header-read timeout (`header_read_timeout_secs`, 10 s): a request head is a few hundred
+//!   bytes to a few KiB, which even a slow mobile link sends within a second or two. A connection
+//!   that has not sent a complete head 10 s after it opened (after its first byte, for a
+//!   kept-alive connection) is stalled or hostile, and is closed.
+//! - Keep-alive timeout (`keep_alive_timeout_secs`, 75 s): reusing a connection saves a handshake.
+//!   75 s is longer than the idle timeouts of the proxies usually put in front (nginx's upstream
+//!   pool and AWS load balancers: 60 s), so a proxy drops an idle connection before we do and
+//!   never sends a request down one we are closing.
+//! - hyper's own `http1().header_read_timeout` is switched off: in hyper 1.12 its timer starts
+//!   whenever the connection waits for a request head, including the wait of a kept-alive
+//!   connection for its next request, so it would be the keep-alive timeout as well. `Activity`
+//!   below tells the two apart.
+//! - Neither timeout runs while a request is in flight, that is until its response is fully
+//!   written: an event stream open for hours (`/api/v1/approvals/events`) is a response being
+//!   written, not an idle connection. Shutdown ends event streams (`stop_tx`).
+//! - Connection cap (`max_connections`; automatic: the soft limit less a reserve of a tenth of it,
+//!   at least 64, for the database pool, outbound clients (model providers, MCP servers, pages,
+//!   chat servers), the listening socket and files; 922 under a limit of 1024). At the cap the
+//!   connection idle the longest is closed to make room (it costs its client a reconnect); when
+//!   every connection is busy the new one is accepted and closed at once, so the kernel's backlog
+//!   does not fill with connections nobody will serve. A warning says so at most every 10 s.
+//!
+//! HTTP/1.1 only, as before: axum is built without `http2`, so h2c was never accepted.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use http_body::{Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tower::ServiceExt;
+
+/// How connections are bounded; see above.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnectionLimits {
+    pub(crate) header_read: Duration,
+    pub(crate) keep_alive: Duration,
+    pub(crate) cap: usize,
+}
+
+/// Open files kept back from connections: a tenth of the limit, and at least this many.
+const RESERVED_FILES_MIN: u64 = 64;
+/// An unlimited (or unknown) limit counts as Linux's default ceiling on open files.
+const OPEN_FILES_UNLIMITED: u64 = 1 << 20;
+/// How often the same connection warning may be logged.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+/// How long the accept loop waits for the connection it closed to make room to end.
+const EVICTION_WAIT: Duration = Duration::from_secs(1);
+
+/// Raises the soft limit on open files to the hard one and logs both; returns the soft limit in
+/// force afterwards (`None`: unlimited).
+#[cfg(unix)]
+pub(crate) fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let shown =
+        |limit: Option<u64>| limit.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    let before = getrlimit(Resource::Nofile);
+    if before.current == before.maximum {
+        tracing::info!(
+            soft = %shown(before.current),
+            hard = %shown(before.maximum),
+            "the soft limit on open files is already the hard limit"
+        );
+        return before.current;
+    }
+    match setrlimit(Resource::Nofile, Rlimit { current: before.maximum, ..before }) {
+        Ok(()) => tracing::info!(
+            soft_before = %shown(before.current),
+            soft = %shown(before.maximum),
+            hard = %shown(before.maximum),
+            "raised the soft limit on open files to the hard limit"
+        ),
+        Err(err) => tracing::warn!(
+            soft = %shown(before.current),
+            hard = %shown(before.maximum),
+            error = %err,
+            "could not raise the soft limit on open files to the hard limit"
+        ),
+    }
+    getrlimit(Resource::Nofile).current
+}
+
+#[cfg(not(unix))]
+pub(crate) fn raise_open_files_limit() -> Option<u64> {
+    None
+}
+
+/// The connection cap under a soft limit on open files: the limit less a reserve, or the
+/// configured cap when that is lower (0: automatic).
+pub(crate) fn connection_cap(open_files: Option<u64>, configured: u64) -> usize {
+    let limit = open_files.unwrap_or(OPEN_FILES_UNLIMITED);
+    let automatic = limit.saturating_sub((limit / 10).max(RESERVED_FILES_MIN)).max(1);
+    let cap = if configured == 0 {
+        automatic
+    } else if configured > automatic {
+        tracing::warn!(
+            max_connections = configured,
+            open_files = limit,
+            "max_connections leaves too few open files for the rest of the server; using {automatic}"
+        );
+        automatic
+    } else {
+        configured
+    };
+    usize::try_from(cap).unwrap_or(usize::MAX)
+}
+
+/// Accepts connections until `shutdown` resolves, then lets every connection finish (idle ones
+/// are closed, requests in flight end as usual).
+pub(crate) async fn serve_http(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.cap));
+    let idle = Arc::new(IdleList::default());
+    let (draining_tx, draining_rx) = watch::channel(false);
+    let mut cap_warning = Throttle::new(WARN_EVERY);
+    let mut accept_warning = Throttle::new(WARN_EVERY);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, remote) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(pair) => pair,
+                Err(err) => {
+                    accept_failed(err, &mut accept_warning).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Small writes (server-sent events) must not wait for the peer's delayed ACK.
+        let _ = stream.set_nodelay(true);
+        let permit = match permits.clone().try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => match make_room(&permits, &idle).await {
+                Some(permit) => {
+                    if let Some(since) = cap_warning.ready() {
+                        tracing::warn!(
+                            max_connections = limits.cap,
+                            times_since_last_warning = since,
+                            "connection cap reached: closing the longest-idle connections to \
+                             take new ones"
+                        );
+                    }
+                    permit
+                }
+                None => {
+                    if let Some(since) = cap_warning.ready() {
+                        tracing::warn!(
+                            max_connections = limits.cap,
+                            times_since_last_warning = since,
+                            "connection cap reached and every connection is busy: closing new \
+                             connections at once"
+                        );
+                    }
+                    drop(stream);
+                    continue;
+                }
+            },
+        };
+        let activity = Activity::new(idle.clone());
+        tokio::spawn(serve_connection(
+            stream,
+            remote,
+            app.clone(),
+            limits,
+            activity,
+            draining_rx.clone(),
+            permit,
+        ));
+    }
+    drop(listener);
+    let _ = draining_tx.send(true);
+    // Every connection holds a permit until it ends.
+    let all = u32::try_from(limits.cap).unwrap_or(u32::MAX);
+    let _ = permits.acquire_many(all).await;
+}
+
+async fn accept_failed(err: std::io::Error, warning: &mut Throttle) {
+    use std::io::ErrorKind;
+    // A connection reset before it was accepted concerns only itself.
+    if matches!(
+        err.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::ConnectionRefused
+    ) {
+        return;
+    }
+    // Out of file descriptors (other than connections) or memory: wait a moment rather than spin.
+    if let Some(since) = warning.ready() {
+        tracing::warn!(error = %err, times_since_last_warning = since, "accepting a connection failed");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Closes the connection idle the longest and takes its place; `None` when none is idle.
+async fn make_room(permits: &Arc<Semaphore>, idle: &IdleList) -> Option<OwnedSemaphorePermit> {
+    if !idle.evict_oldest() {
+        return None;
+    }
+    // The evicted connection's task ends and gives its permit back within moments.
+    tokio::time::timeout(EVICTION_WAIT, permits.clone().acquire_owned()).await.ok()?.ok()
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    app: Router,
+    limits: ConnectionLimits,
+    activity: Arc<Activity>,
+    mut draining: watch::Receiver<bool>,
+    _permit: OwnedSemaphorePermit,
+) {
+    let io = TokioIo::new(Watched { stream, activity: activity.clone() });
+    let service = {
+        let activity = activity.clone();
+        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+            let in_flight = activity.begin_request();
+            // What `into_make_service_with_connect_info` gave handlers: the client's address.
+            request.extensions_mut().insert(ConnectInfo(remote));
+            let app = app.clone();
+            async move {
+                let Ok(response) = app.oneshot(request).await;
+                Ok::<_, Infallible>(
+                    response.map(|body| InFlightBody { body, _in_flight: in_flight }),
+                )
+            }
+        })
+    };
+    let connection = hyper::server::conn::http1::Builder::new()
+        // Ours below, which tells a slow request head from a kept-alive connection's wait.
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    let mut connection = std::pin::pin!(connection);
+    let mut idle_too_long = std::pin::pin!(activity.idle_too_long(limits));
+    let mut drained = false;
+    loop {
+        tokio::select! {
+            result = connection.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!(%remote, error = %err, "connection ended with an error");
+                }
+                break;
+            }
+            () = &mut idle_too_long => {
+                tracing::debug!(%remote, "closing an idle connection");
+                break;
+            }
+            _ = draining.wait_for(|draining| *draining), if !drained => {
+                drained = true;
+                // Without a request in flight (a head half sent, say) it closes now; else after
+                // the response in flight.
+                if !activity.is_busy() {
+                    break;
+                }
+                connection.as_mut().graceful_shutdown();
+            }
+        }
+    }
+    activity.leave();
+}
+
+/// Where a connection is between requests.
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Waiting for the first byte of a request (`fresh`: its first request).
+    Waiting { since: Instant, fresh: bool },
+    /// A request head is arriving; it must be complete by `since` plus the header-read timeout.
+    Reading { since: Instant },
+    /// Requests whose responses are not fully written yet.
+    Busy { requests: usize },
+    /// Closed to make room under the cap.
+    Evicted,
+}
+
+/// One connection's phase, watched by its task and, while idle, listed for eviction.
+#[derive(Debug)]
+struct Activity {
+    state: Mutex<ActivityState>,
+    /// Set while `Waiting`, so that reads check the phase only for a request's first bytes.
+    waiting: AtomicBool,
+    /// Wakes the connection's task when the phase changes.
+    changed: Notify,
+    idle: Arc<IdleList>,
+}
+
+#[derive(Debug)]
+struct ActivityState {
+    phase: Phase,
+    /// The place in the idle list while idle (`Waiting` or `Reading`).
+    ticket: Option<u64>,
+}
+
+impl Activity {
+    fn new(idle: Arc<IdleList>) -> Arc<Activity> {
+        let activity = Arc::new(Activity {
+            state: Mutex::new(ActivityState {
+                phase: Phase::Waiting { since: Instant::now(), fresh: true },
+                ticket: None,
+            }),
+            waiting: AtomicBool::new(true),
+            changed: Notify::new(),
+            idle,
+        });
+        {
+            // Under its own lock, so an eviction finds the ticket set.
+            let mut state = activity.lock();
+            state.ticket = Some(activity.idle.enlist(&activity));
+        }
+        activity
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, ActivityState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Bytes arrived: a request head has begun.
+    fn bytes_arrived(&self) {
+        if !self.waiting.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut state = self.lock();
+        if let Phase::Waiting { since, fresh } = state.phase {
+            // A new connection's head is due counting from when it opened.
+            let since = if fresh { since } else { Instant::now() };
+            state.phase = Phase::Reading { since };
+            self.waiting.store(false, Ordering::Relaxed);
+            self.changed.notify_one();
+        }
+    }
+
+    /// A request head is complete and goes to the router; busy until the guard is dropped.
+    fn begin_request(self: &Arc<Self>) -> InFlight {
+        let mut state = self.lock();
+        state.phase = match state.phase {
+            Phase::Busy { requests } => Phase::Busy { requests: requests + 1 },
+            // Evicted just now: the connection is being closed and the request with it.
+            Phase::Evicted => Phase::Evicted,
+            Phase::Waiting { .. } | Phase::Reading { .. } => Phase::Busy { requests: 1 },
+        };
+        if let Some(ticket) = state.ticket.take() {
+            self.idle.delist(ticket);
+        }
+        self.waiting.store(false, Ordering::Relaxed);
+        self.changed.notify_one();
+        InFlight(self.clone())
+    }
+
+    fn end_request(self: &Arc<Self>) {
+        let mut state = self.lock();
+        match state.phase {
+            Phase::Busy { requests } if requests > 1 => {
+                state.phase = Phase::Busy { requests: requests - 1 };
+            }
+            Phase::Busy { .. } => {
+                state.phase = Phase::Waiting { since: Instant::now(), fresh: false };
+                state.ticket = Some(self.idle.enlist(self));
+                self.waiting.store(true, Ordering::Relaxed);
+                self.changed.notify_one();
+            }
+            Phase::Waiting { .. } | Phase::Reading { .. } | Phase::Evicted => {}
+        }
+    }
+
+    /// Taken off the idle list to be closed; false if it became busy meanwhile.
+    fn evict(&self, ticket: u64) -> bool {
+        let mut state = self.lock();
+        if state.ticket != Some(ticket) {
+            return false;
+        }
+        state.ticket = None;
+        state.phase = Phase::Evicted;
+        self.waiting.store(false, Ordering::Relaxed);
+        self.changed.notify_one();
+        true
+    }
+
+    fn is_busy(&self) -> bool {
+        matches!(self.lock().phase, Phase::Busy { .. })
+    }
+
+    /// The connection ended.
+    fn leave(&self) {
+        if let Some(ticket) = self.lock().ticket.take() {
+            self.idle.delist(ticket);
+        }
+    }
+
+    /// Resolves when the connection has been idle too long, or was evicted.
+    async fn idle_too_long(&self, limits: ConnectionLimits) {
+        loop {
+            // `notify_one` keeps a wake-up that comes between reading the phase and waiting.
+            let deadline = match self.lock().phase {
+                Phase::Evicted => return,
+                Phase::Busy { .. } => None,
+                Phase::Waiting { since, fresh: true } | Phase::Reading { since } => {
+                    Some(since + limits.header_read)
+                }
+                Phase::Waiting { since, fresh: false } => Some(since + limits.keep_alive),
+            };
+            match deadline {
+                None => self.changed.notified().await,
+                Some(deadline) => tokio::select! {
+                    () = tokio::time::sleep_until(deadline.into()) => return,
+                    () = self.changed.notified() => {}
+                },
+            }
+        }
+    }
+}
+
+/// Keeps its connection busy while alive: from the request's head to its response's end.
+#[derive(Debug)]
+struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.end_request();
+    }
+}
+
+/// Idle connections in the order they became idle, oldest first.
+#[derive(Debug, Default)]
+struct IdleList {
+    inner: Mutex<IdleListInner>,
+}
+
+#[derive(Debug, Default)]
+struct IdleListInner {
+    next_ticket: u64,
+    by_age: BTreeMap<u64, Weak<Activity>>,
+}
+
+impl IdleList {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdleListInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn enlist(&self, activity: &Arc<Activity>) -> u64 {
+        let mut inner = self.lock();
+        let ticket = inner.next_ticket;
+        inner.next_ticket += 1;
+        inner.by_age.insert(ticket, Arc::downgrade(activity));
+        ticket
+    }
+
+    fn delist(&self, ticket: u64) {
+        self.lock().by_age.remove(&ticket);
+    }
+
+    /// Evicts the connection idle the longest; false when none is idle.
+    fn evict_oldest(&self) -> bool {
+        loop {
+            // The list's lock is let go before an activity's is taken (they lock the other way).
+            let Some((ticket, activity)) = self.lock().by_age.pop_first() else {
+                return false;
+            };
+            if activity.upgrade().is_some_and(|activity| activity.evict(ticket)) {
+                return true;
+            }
+        }
+    }
+}
+
+/// A response body that keeps its request in flight until it is fully written (or dropped).
+struct InFlightBody {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl http_body::Body for InFlightBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A connection's socket, telling its `Activity` when a request's first bytes arrive.
+struct Watched {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.bytes_arrived();
+        }
+        result
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Lets a repeated warning through at most once per period; counts the ones held back.
+#[derive(Debug)]
+struct Throttle {
+    every: Duration,
+    last: Option<Instant>,
+    held_back: u64,
+}
+
+impl Throttle {
+    fn new(every: Duration) -> Throttle {
+        Throttle { every, last: None, held_back: 0 }
+    }
+
+    /// `Some(times held back since the last one)` when a warning may be logged now.
+    fn ready(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        if self.last.is_some_and(|last| now.duration_since(last) < self.every) {
+            self.held_back += 1;
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.held_back))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_connection_cap_leaves_open_files_for_the_rest_of_the_server() {
+        // (soft limit on open files, configured cap, cap)
+        let table: &[(Option<u64>, u64, usize)] = &[
+            (Some(1024), 0, 922),
+            (Some(524_288), 0, 471_860),
+            (Some(4096), 0, 3687),
+            (Some(256), 0, 192),
+            (Some(64), 0, 1),
+            (Some(1024), 500, 500),
+            (Some(1024), 5000, 922),
+            (None, 0, 943_719),
+        ];
+        for &(open_files, configured, cap) in table {
+            assert_eq!(connection_cap(open_files, configured), cap, "{open_files:?} {configured}");
+        }
+    }
+
+    #[test]
+    fn warnings_are_held_back_and_counted() {
+        let mut throttle = Throttle::new(Duration::from_secs(60));
+        assert_eq!(throttle.ready(), Some(0));
+        assert_eq!(throttle.ready(), None);
+        assert_eq!(throttle.ready(), None);
+        throttle.last = Some(Instant::now() - Duration::from_secs(61));
+        assert_eq!(throttle.ready(), Some(2));
+    }
+
+    #[test]
+    fn the_longest_idle_connection_is_evicted_and_a_busy_one_never() {
+        let idle = Arc::new(IdleList::default());
+        let first = Activity::new(idle.clone());
+        let second = Activity::new(idle.clone());
+        let third = Activity::new(idle.clone());
+        let busy = first.begin_request();
+        assert!(idle.evict_oldest());
+        assert!(matches!(second.lock().phase, Phase::Evicted));
+        assert!(matches!(third.lock().phase, Phase::Waiting { .. }));
+        assert!(matches!(first.lock().phase, Phase::Busy { requests: 1 }));
+        // Done with its request, the first is idle again, now the newest.
+        drop(busy);
+        assert!(idle.evict_oldest());
+        assert!(matches!(third.lock().phase, Phase::Evicted));
+        first.leave();
+        assert!(!idle.evict_oldest());
+    }
+}

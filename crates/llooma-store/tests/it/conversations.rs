@@ -1,0 +1,53 @@
+//! Conversations: paged lists, and the end of a turn, on both engines.
+
+use crate::support::{TestDb, account};
+
+#[tokio::test]
+async fn conversations_come_in_pages_newest_first_without_repeats_or_gaps() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let bob = account(&store, "bob").await;
+    let mut made = Vec::new();
+    for i in 0..7 {
+        made.push(store.create_conversation(&alice, &format!("c{i}"), None, None).await.unwrap());
+    }
+    store.create_conversation(&bob, "bob's", None, None).await.unwrap();
+    // Activity moves a conversation to the front.
+    store.add_message(&made[2].id, "user", "hello", None).await.unwrap();
+
+    let mut seen = Vec::new();
+    let mut before: Option<(i64, String)> = None;
+    loop {
+        let cursor = before.as_ref().map(|(ms, id)| (*ms, id.as_str()));
+        let page = store.list_conversations(&alice, cursor, 3).await.unwrap();
+        assert!(page.len() <= 3);
+        let Some(last) = page.last() else { break };
+        before = Some((last.updated_at_ms, last.id.clone()));
+        seen.extend(page.iter().map(|c| c.title.clone()));
+    }
+    assert_eq!(seen.len(), 7, "{seen:?}");
+    assert_eq!(seen[0], "c2", "the active one first: {seen:?}");
+    let mut unique = seen.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 7, "no conversation twice: {seen:?}");
+    assert!(!seen.contains(&"bob's".to_owned()));
+}
+
+#[tokio::test]
+async fn ending_a_turn_and_logging_its_end_is_one_write() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
+    let turn = store.start_turn(&c.id, "replica-1").await.unwrap();
+    store.append_event(&c.id, &turn, "text", r#"{"delta":"hi"}"#).await.unwrap();
+    let seq = store.end_turn(&c.id, &turn, "done", None, r#"{"state":"done"}"#).await.unwrap();
+    assert_eq!(seq, 2);
+    assert_eq!(store.running_turn(&c.id).await.unwrap(), None, "no longer running");
+    // The next turn starts at once, and its events come after the end.
+    let next = store.start_turn(&c.id, "replica-1").await.unwrap();
+    let start = store.append_event(&c.id, &next, "start", "{}").await.unwrap();
+    assert!(start > seq);
+}
