@@ -1023,3 +1023,34 @@ async fn the_conversation_list_and_the_home_page_come_in_pages() {
     assert!(!page.text.contains(">c52<"));
     assert!(page.text.contains("Newest conversations"));
 }
+
+#[tokio::test]
+async fn a_fast_stream_is_written_in_a_few_joined_deltas_and_loses_nothing() {
+    let long: String = (0..200).map(|i| format!("w{i} ")).collect();
+    let model = FakeModel::start([
+        Reply::text(long.clone()).chunks(200),
+        Reply::text("slow and steady").chunks(3).chunk_delay_ms(120),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let path = format!("/api/v1/conversations/{id}/events");
+    let mut events = Events::open(&tab, &path, None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "go"})).await;
+    let (text, names, _) = until_end(&mut events).await;
+    assert_eq!(text, long, "every delta arrives, in order");
+    let written = names.iter().filter(|n| *n == "text").count();
+    assert!(written < 50, "200 deltas arriving at once are joined: {written} text events");
+    // A reload replays exactly what the live tab saw.
+    let mut replay = Events::open(&tab, &path, Some("0")).await;
+    let (replayed, _, _) = until_end(&mut replay).await;
+    assert_eq!(replayed, long);
+
+    // Deltas further apart than the window are not held back.
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "again"})).await;
+    let (text, names, _) = until_end(&mut events).await;
+    assert_eq!(text, "slow and steady");
+    assert_eq!(names.iter().filter(|n| *n == "text").count(), 3, "{names:?}");
+}

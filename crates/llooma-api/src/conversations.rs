@@ -47,7 +47,6 @@ const MAX_MESSAGE_BYTES: usize = 32 * 1024;
 /// One event just written to a conversation's log, as this process's watchers receive it.
 #[derive(Debug)]
 pub struct Logged {
-    conversation_id: String,
     seq: i64,
     kind: String,
     data_json: String,
@@ -60,7 +59,48 @@ pub struct Turns {
     /// This process's id (the approval broker's replica id): the owner of the turns it starts.
     replica_id: String,
     running: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
-    news: broadcast::Sender<Arc<Logged>>,
+    news: News,
+}
+
+/// News of each conversation's log, on a channel of its own: an event wakes only the tabs
+/// watching that conversation, not every tab of the process.
+#[derive(Clone, Debug, Default)]
+struct News(Arc<Mutex<HashMap<String, broadcast::Sender<Arc<Logged>>>>>);
+
+/// Events a watching tab may fall behind by before it re-reads the log instead.
+const NEWS_BUFFER: usize = 256;
+/// Channels kept before those nobody listens to any more are cleared.
+const NEWS_CHANNELS_KEPT: usize = 256;
+
+impl News {
+    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Arc<Logged>>>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn subscribe(&self, conversation_id: &str) -> broadcast::Receiver<Arc<Logged>> {
+        let mut channels = self.channels();
+        if channels.len() >= NEWS_CHANNELS_KEPT {
+            channels.retain(|_, sender| sender.receiver_count() > 0);
+        }
+        match channels.get(conversation_id) {
+            Some(sender) => sender.subscribe(),
+            None => {
+                let (sender, receiver) = broadcast::channel(NEWS_BUFFER);
+                channels.insert(conversation_id.to_owned(), sender);
+                receiver
+            }
+        }
+    }
+
+    /// Hands `logged` to the conversation's watching tabs in this process, if any.
+    fn send(&self, conversation_id: &str, logged: Logged) {
+        let mut channels = self.channels();
+        if let Some(sender) = channels.get(conversation_id)
+            && sender.send(Arc::new(logged)).is_err()
+        {
+            channels.remove(conversation_id); // nobody watches it any more
+        }
+    }
 }
 
 impl Turns {
@@ -68,7 +108,7 @@ impl Turns {
         Turns {
             replica_id: replica_id.into(),
             running: Arc::default(),
-            news: broadcast::channel(1024).0,
+            news: News::default(),
         }
     }
 
@@ -435,19 +475,14 @@ pub struct TurnStarted {
 /// Records a turn's events in the conversation's log and hands each to this process's watchers.
 struct LogSink {
     store: Store,
-    news: broadcast::Sender<Arc<Logged>>,
+    news: News,
     conversation_id: String,
     turn_id: String,
 }
 
 impl LogSink {
     fn tell_watchers(&self, seq: i64, kind: &str, data_json: String) {
-        let _ = self.news.send(Arc::new(Logged {
-            conversation_id: self.conversation_id.clone(),
-            seq,
-            kind: kind.to_owned(),
-            data_json,
-        }));
+        self.news.send(&self.conversation_id, Logged { seq, kind: kind.to_owned(), data_json });
     }
 
     /// Ends the turn in storage and logs `end` in the same write, so no tab sees `end` while
@@ -794,7 +829,7 @@ impl Watcher {
             }
             tokio::select! {
                 received = self.news.recv() => match received {
-                    Ok(logged) if logged.conversation_id == self.id => {
+                    Ok(logged) => {
                         if logged.seq == self.after + 1 {
                             self.after = logged.seq;
                             self.queue.push_back(sse_event(logged.seq, &logged.kind, &logged.data_json));
@@ -802,7 +837,6 @@ impl Watcher {
                             self.read_log = true; // something came from elsewhere in between
                         }
                     }
-                    Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(_)) => self.read_log = true,
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
@@ -831,12 +865,13 @@ pub async fn events(
         llooma_store::Engine::Postgres => RECHECK_SHARED,
     };
     // Subscribed before the first read, so nothing written in between is missed.
+    let news = state.turns.news.subscribe(&id);
     let watcher = Watcher {
         id,
         after,
         queue: std::collections::VecDeque::new(),
         read_log: true,
-        news: state.turns.news.subscribe(),
+        news,
         stopping: state.stopping.clone(),
         state,
         recheck,

@@ -224,6 +224,60 @@ struct Round {
     stopped: bool,
 }
 
+/// Deltas written to the sink at most this often: a model streams tokens every few
+/// milliseconds, and each written event costs a database write and a message to every watching
+/// tab. The first delta after a quiet spell goes out at once (the first token is not delayed);
+/// the ones after it are joined until the window has passed.
+pub const DELTA_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
+/// A joined delta is written once it holds this many bytes, whatever the window.
+pub const DELTA_MAX_BYTES: usize = 4096;
+
+/// Text or reasoning deltas joined before they are written (see [`DELTA_WINDOW`]).
+#[derive(Default)]
+struct Deltas {
+    /// `text` or `reasoning`, and what arrived since the last write.
+    pending: Option<(&'static str, String)>,
+    /// When the last delta was written.
+    last_write: Option<tokio::time::Instant>,
+}
+
+impl Deltas {
+    /// When the pending delta is due (None: nothing pending).
+    fn due(&self) -> Option<tokio::time::Instant> {
+        self.pending.as_ref()?;
+        Some(self.last_write.map_or_else(tokio::time::Instant::now, |t| t + DELTA_WINDOW))
+    }
+
+    async fn push<S: TurnSink>(
+        &mut self,
+        kind: &'static str,
+        delta: &str,
+        sink: &S,
+    ) -> Result<(), String> {
+        if self.pending.as_ref().is_some_and(|(k, _)| *k != kind) {
+            self.flush(sink).await?;
+        }
+        match &mut self.pending {
+            Some((_, text)) => text.push_str(delta),
+            None => self.pending = Some((kind, delta.to_owned())),
+        }
+        let full = self.pending.as_ref().is_some_and(|(_, t)| t.len() >= DELTA_MAX_BYTES);
+        if full || self.due().is_some_and(|due| due <= tokio::time::Instant::now()) {
+            self.flush(sink).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is pending, if anything: before any other event, and at a round's end.
+    async fn flush<S: TurnSink>(&mut self, sink: &S) -> Result<(), String> {
+        if let Some((kind, delta)) = self.pending.take() {
+            sink.event(kind, json!({ "delta": delta })).await.map_err(|e| e.to_string())?;
+            self.last_write = Some(tokio::time::Instant::now());
+        }
+        Ok(())
+    }
+}
+
 async fn one_round<S: TurnSink>(
     provider: &ProviderClient,
     chat: &ChatRequest,
@@ -233,28 +287,53 @@ async fn one_round<S: TurnSink>(
 ) -> Result<Round, String> {
     let mut round = Round { text: String::new(), calls: Vec::new(), stopped: false };
     let mut stream = provider.chat(chat).await.map_err(|e| e.to_string())?;
+    let mut deltas = Deltas::default();
     loop {
-        let next = tokio::select! {
-            next = stream.next_event() => next,
-            _ = stop.wait_for(|s| *s) => {
+        enum Woken<T> {
+            Next(T),
+            Due,
+            Stopped,
+        }
+        let due = deltas.due();
+        let woken = tokio::select! {
+            next = stream.next_event() => Woken::Next(next),
+            () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
+                if due.is_some() => Woken::Due,
+            _ = stop.wait_for(|s| *s) => Woken::Stopped,
+        };
+        let next = match woken {
+            Woken::Next(next) => next,
+            Woken::Due => {
+                deltas.flush(sink).await?;
+                continue;
+            }
+            Woken::Stopped => {
                 round.stopped = true;
+                // What the tabs were shown is what the conversation keeps.
+                deltas.flush(sink).await?;
                 return Ok(round);
             }
         };
-        match next.map_err(|e| e.to_string())? {
-            Some(ChatEvent::TextDelta(delta)) => {
+        match next.map_err(|e| e.to_string()) {
+            Ok(Some(ChatEvent::TextDelta(delta))) => {
                 round.text.push_str(&delta);
                 all_text.push_str(&delta);
-                sink.event("text", json!({ "delta": delta })).await.map_err(|e| e.to_string())?;
+                deltas.push("text", &delta, sink).await?;
             }
-            Some(ChatEvent::ReasoningDelta(delta)) => {
-                sink.event("reasoning", json!({ "delta": delta }))
-                    .await
-                    .map_err(|e| e.to_string())?;
+            Ok(Some(ChatEvent::ReasoningDelta(delta))) => {
+                deltas.push("reasoning", &delta, sink).await?;
             }
-            Some(ChatEvent::ToolCall(call)) => round.calls.push(call),
-            Some(ChatEvent::Finished { .. }) | None => return Ok(round),
-            Some(_) => {}
+            Ok(Some(ChatEvent::ToolCall(call))) => round.calls.push(call),
+            Ok(Some(ChatEvent::Finished { .. }) | None) => {
+                deltas.flush(sink).await?;
+                return Ok(round);
+            }
+            Ok(Some(_)) => {}
+            Err(error) => {
+                // What arrived before the failure is shown, then the failure.
+                deltas.flush(sink).await?;
+                return Err(error);
+            }
         }
     }
 }

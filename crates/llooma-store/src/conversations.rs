@@ -7,8 +7,8 @@
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set, Statement, TransactionTrait,
 };
 
 use crate::entities::{conversations, messages, turn_events, turns};
@@ -359,45 +359,35 @@ impl Store {
         data_json: &str,
         finish: Option<(&str, Option<&str>)>,
     ) -> StoreResult<i64> {
+        let event = NewEvent { conversation_id, turn_id, kind, data_json };
         for _ in 0..APPEND_ATTEMPTS {
-            let txn = self.db.begin().await?;
-            if let Some((state, error)) = finish {
-                // Written first: on SQLite a transaction that reads and then writes cannot
-                // upgrade its lock when another connection wrote in between.
-                turns::Entity::update_many()
-                    .col_expr(turns::Column::State, Expr::value(state))
-                    .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
-                    .col_expr(turns::Column::Error, Expr::value(error.map(str::to_owned)))
-                    .filter(turns::Column::Id.eq(turn_id))
-                    .filter(turns::Column::State.eq("running"))
-                    .exec(&txn)
-                    .await?;
-            }
-            let last: Option<i64> = turn_events::Entity::find()
-                .select_only()
-                .column_as(turn_events::Column::Seq.max(), "max")
-                .filter(turn_events::Column::ConversationId.eq(conversation_id))
-                .into_tuple::<Option<i64>>()
-                .one(&txn)
-                .await?
-                .flatten();
-            let seq = last.unwrap_or(0) + 1;
-            let model = turn_events::ActiveModel {
-                conversation_id: Set(conversation_id.to_owned()),
-                seq: Set(seq),
-                turn_id: Set(turn_id.to_owned()),
-                kind: Set(kind.to_owned()),
-                data_json: Set(data_json.to_owned()),
-                at_ms: Set(now_ms()),
+            let inserted = match finish {
+                None => event.insert(&self.db).await,
+                Some((state, error)) => {
+                    let txn = self.db.begin().await?;
+                    // Written first: on SQLite a transaction that reads and then writes cannot
+                    // upgrade its lock when another connection wrote in between.
+                    turns::Entity::update_many()
+                        .col_expr(turns::Column::State, Expr::value(state))
+                        .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
+                        .col_expr(turns::Column::Error, Expr::value(error.map(str::to_owned)))
+                        .filter(turns::Column::Id.eq(turn_id))
+                        .filter(turns::Column::State.eq("running"))
+                        .exec(&txn)
+                        .await?;
+                    let inserted = event.insert(&txn).await;
+                    if inserted.is_ok() {
+                        txn.commit().await?;
+                    } else {
+                        txn.rollback().await?;
+                    }
+                    inserted
+                }
             };
-            match model.insert(&txn).await {
-                Ok(_) => {
-                    txn.commit().await?;
-                    return Ok(seq);
-                }
-                Err(err) if is_unique_violation(&err) => {
-                    txn.rollback().await?;
-                }
+            match inserted {
+                Ok(seq) => return Ok(seq),
+                // Another writer took the number (Postgres, two replicas): number it again.
+                Err(err) if is_unique_violation(&err) => {}
                 Err(err) => return Err(err.into()),
             }
         }
@@ -445,5 +435,43 @@ impl Store {
                 at_ms: m.at_ms,
             })
             .collect())
+    }
+}
+
+/// An event to append to a conversation's log.
+struct NewEvent<'a> {
+    conversation_id: &'a str,
+    turn_id: &'a str,
+    kind: &'a str,
+    data_json: &'a str,
+}
+
+impl NewEvent<'_> {
+    /// Numbers and inserts the event in one statement, and returns its number: one round trip
+    /// and no read-then-write (an event is written for every few streamed tokens).
+    async fn insert<C: ConnectionTrait>(&self, conn: &C) -> Result<i64, DbErr> {
+        const SQL_SQLITE: &str = "INSERT INTO turn_events \
+            (conversation_id, seq, turn_id, kind, data_json, at_ms) \
+            SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM turn_events \
+            WHERE conversation_id = ? RETURNING seq";
+        const SQL_POSTGRES: &str = "INSERT INTO turn_events \
+            (conversation_id, seq, turn_id, kind, data_json, at_ms) \
+            SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM turn_events \
+            WHERE conversation_id = $6 RETURNING seq";
+        let backend = conn.get_database_backend();
+        let sql = if backend == DbBackend::Postgres { SQL_POSTGRES } else { SQL_SQLITE };
+        let values: [sea_orm::Value; 6] = [
+            self.conversation_id.into(),
+            self.turn_id.into(),
+            self.kind.into(),
+            self.data_json.into(),
+            now_ms().into(),
+            self.conversation_id.into(),
+        ];
+        let row = conn
+            .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
+            .await?
+            .ok_or_else(|| DbErr::RecordNotInserted)?;
+        row.try_get_by_index(0)
     }
 }

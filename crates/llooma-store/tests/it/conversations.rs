@@ -13,7 +13,8 @@ async fn conversations_come_in_pages_newest_first_without_repeats_or_gaps() {
         made.push(store.create_conversation(&alice, &format!("c{i}"), None, None).await.unwrap());
     }
     store.create_conversation(&bob, "bob's", None, None).await.unwrap();
-    // Activity moves a conversation to the front.
+    // Activity (a millisecond later at least) moves a conversation to the front.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     store.add_message(&made[2].id, "user", "hello", None).await.unwrap();
 
     let mut seen = Vec::new();
