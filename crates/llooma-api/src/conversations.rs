@@ -73,7 +73,9 @@ const NEWS_BUFFER: usize = 256;
 const NEWS_CHANNELS_KEPT: usize = 256;
 
 impl News {
-    fn channels(&self) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Arc<Logged>>>> {
+    fn channels(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, broadcast::Sender<Arc<Logged>>>> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -105,11 +107,7 @@ impl News {
 
 impl Turns {
     pub fn new(replica_id: impl Into<String>) -> Self {
-        Turns {
-            replica_id: replica_id.into(),
-            running: Arc::default(),
-            news: News::default(),
-        }
+        Turns { replica_id: replica_id.into(), running: Arc::default(), news: News::default() }
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
