@@ -201,11 +201,107 @@ const NO_TRANSITIVE: &[TransitiveRule] = &[
     TransitiveRule { krate: "llooma-types", forbidden: "tokio", why: PURE_WHY },
 ];
 
+/// Where ARCHITECTURE.md holds the crate graph this module writes and checks.
+const GRAPH_BEGIN: &str = "<!-- crate-graph: begin (written by `cargo xtask layering --write`; \
+                           `cargo xtask ci` fails when it is out of date) -->";
+const GRAPH_END: &str = "<!-- crate-graph: end -->";
+
+/// The workspace's own crates, each with the workspace crates it depends on (normal and build
+/// edges), highest layer first: a crate comes before everything it depends on.
+fn crate_graph(ws: &Workspace) -> String {
+    let ours = |name: &str| ws.members.iter().any(|m| m.name == name);
+    let deps_of = |m: &Member| -> Vec<String> {
+        let mut deps: Vec<String> = m
+            .deps
+            .iter()
+            .filter(|d| d.kind != DepKind::Dev && ours(&d.name))
+            .map(|d| d.name.clone())
+            .collect();
+        deps.sort();
+        deps.dedup();
+        deps
+    };
+    // A crate's layer: 0 without dependencies of ours, else one more than its highest one.
+    let mut layer: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    while layer.len() < ws.members.len() {
+        let before = layer.len();
+        for m in &ws.members {
+            if layer.contains_key(&m.name) {
+                continue;
+            }
+            let deps = deps_of(m);
+            if deps.iter().all(|d| layer.contains_key(d)) {
+                let level = deps.iter().filter_map(|d| layer.get(d)).max().map_or(0, |l| l + 1);
+                layer.insert(m.name.clone(), level);
+            }
+        }
+        if layer.len() == before {
+            break; // a cycle: cargo refuses those, so this cannot happen
+        }
+    }
+    let mut members: Vec<&Member> = ws.members.iter().collect();
+    members.sort_by(|a, b| {
+        let (la, lb) = (layer.get(&a.name), layer.get(&b.name));
+        lb.cmp(&la).then_with(|| a.name.cmp(&b.name))
+    });
+    let width = members.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    let mut out = String::from("```text\n");
+    for m in members {
+        let deps = deps_of(m);
+        let deps = if deps.is_empty() { "(none of ours)".to_owned() } else { deps.join(", ") };
+        out.push_str(&format!("{:<width$} -> {deps}\n", m.name));
+    }
+    out.push_str("```\n");
+    out
+}
+
+/// Writes the crate graph into ARCHITECTURE.md (`cargo xtask layering --write`).
+pub fn write_graph(ctx: &Ctx) -> Result<()> {
+    let ws = Workspace::load(ctx)?;
+    let path = ctx.root.join("ARCHITECTURE.md");
+    let text = std::fs::read_to_string(&path).context("reading ARCHITECTURE.md")?;
+    let (before, _, after) = graph_block(&text)?;
+    let updated = format!("{before}{GRAPH_BEGIN}\n{}{GRAPH_END}{after}", crate_graph(&ws));
+    std::fs::write(&path, updated).context("writing ARCHITECTURE.md")?;
+    eprintln!("layering: wrote the crate graph into ARCHITECTURE.md");
+    Ok(())
+}
+
+/// (text before the block, the block's content, text after it).
+fn graph_block(text: &str) -> Result<(&str, &str, &str)> {
+    let start = text.find(GRAPH_BEGIN).with_context(|| {
+        format!("ARCHITECTURE.md has no crate graph block; add the line\n{GRAPH_BEGIN}\n{GRAPH_END}\nand run `cargo xtask layering --write`")
+    })?;
+    let inner = start + GRAPH_BEGIN.len();
+    let end = text[inner..]
+        .find(GRAPH_END)
+        .map(|i| inner + i)
+        .with_context(|| format!("ARCHITECTURE.md: `{GRAPH_END}` is missing"))?;
+    Ok((&text[..start], text[inner..end].trim_start_matches('\n'), &text[end + GRAPH_END.len()..]))
+}
+
+/// Whether ARCHITECTURE.md's crate graph is the one `cargo metadata` gives.
+fn graph_violation(ctx: &Ctx, ws: &Workspace) -> Result<Option<String>> {
+    let text = std::fs::read_to_string(ctx.root.join("ARCHITECTURE.md"))
+        .context("reading ARCHITECTURE.md")?;
+    let (_, written, _) = graph_block(&text)?;
+    let actual = crate_graph(ws);
+    Ok((written != actual).then(|| {
+        format!(
+            "ARCHITECTURE.md's crate graph differs from the crates' Cargo.toml files; run \
+             `cargo xtask layering --write` and review the change (an edge between our crates is \
+             an architecture change). It should read:\n{}",
+            indent(&actual, "      ")
+        )
+    }))
+}
+
 /// Runs every layering rule; one error listing every violation.
 pub fn check(ctx: &Ctx) -> Result<()> {
     let ws = Workspace::load(ctx)?;
     let mut violations = direct_violations(&ws);
     violations.extend(transitive_violations(ctx, &ws)?);
+    violations.extend(graph_violation(ctx, &ws)?);
     if violations.is_empty() {
         eprintln!(
             "layering: ok ({} direct rules over {} crates, {} transitive rules)",
@@ -308,6 +404,24 @@ mod tests {
 
     fn ws(members: Vec<Member>) -> Workspace {
         Workspace { members, target_dir: "target".into() }
+    }
+
+    #[test]
+    fn the_crate_graph_lists_each_crate_above_what_it_depends_on() {
+        let w = ws(vec![
+            member("llooma-api", "crates/llooma-api", &[("llooma-core", DepKind::Normal)]),
+            member(
+                "llooma-core",
+                "crates/llooma-core",
+                &[("llooma-types", DepKind::Normal), ("tokio", DepKind::Normal)],
+            ),
+            member("llooma-types", "crates/llooma-types", &[("llooma-api", DepKind::Dev)]),
+        ]);
+        assert_eq!(
+            crate_graph(&w),
+            "```text\nllooma-api   -> llooma-core\nllooma-core  -> llooma-types\n\
+             llooma-types -> (none of ours)\n```\n"
+        );
     }
 
     #[test]

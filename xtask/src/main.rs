@@ -42,7 +42,8 @@ commands:
   deny-db            prepare the offline RustSec advisory database from ../shared/advisory-db
   deny               `cargo deny check` (installs cargo-deny if missing): offline with deny-db
                      when ../shared/advisory-db exists, else cargo-deny fetches the database
-  layering           only the layering checks (which crate may depend on what)
+  layering [--write] only the layering checks (which crate may depend on what, and that
+                     ARCHITECTURE.md's crate graph is true); --write rewrites that graph
   help               this text
 
 environment:
@@ -98,7 +99,11 @@ fn dispatch(args: &[String]) -> Result<()> {
         }
         "deny-db" => deny::prepare_db(&ctx).map(|_| ()),
         "deny" => deny::check(&ctx),
-        "layering" => layering::check(&ctx),
+        "layering" => match rest {
+            [] => layering::check(&ctx),
+            [flag] if flag == "--write" => layering::write_graph(&ctx),
+            _ => bail!("`cargo xtask layering` takes only `--write`"),
+        },
         "help" | "-h" | "--help" => {
             eprint!("{USAGE}");
             Ok(())
