@@ -892,3 +892,43 @@ async fn browser_update_tools_shows_new_tools_for_review_and_they_join_only_when
     browser.wait_live().await;
     browser.wait_text(".card.server .meta", &format!("{} tools", before + 1)).await;
 }
+
+#[tokio::test]
+async fn browser_a_second_page_load_reuses_the_browser_part_and_the_stylesheet() {
+    let db = TestDb::new();
+    let server = Server::start(&db, &[]);
+    let mut tab = server.tab();
+    let page = tab.get("/").await.text;
+    // Pages name the files by their content's hash; those names may be kept for good.
+    let wasm = page.split("module_or_path: '/pkg/").nth(1).unwrap().split('\'').next().unwrap();
+    let css = page.split("href=\"/assets/").nth(1).unwrap().split('"').next().unwrap();
+    assert!(wasm.starts_with("llooma_web_bg.") && wasm.len() > "llooma_web_bg.wasm".len());
+    assert!(css.starts_with("style.") && css.len() > "style.css".len(), "{css}");
+    for path in [format!("/pkg/{wasm}"), format!("/assets/{css}")] {
+        let reply = tab.http.get(format!("{}{path}", server.base)).send().await.unwrap();
+        assert_eq!(reply.status(), 200, "{path}");
+        let cache = reply.headers()["cache-control"].to_str().unwrap().to_owned();
+        assert_eq!(cache, "public, max-age=31536000, immutable", "{path}");
+    }
+    let stale = tab.http.get(format!("{}/pkg/llooma_web_bg.0000000000000000.wasm", server.base));
+    assert_eq!(stale.send().await.unwrap().status(), 404, "a name of another build is not served");
+
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    tab.register("root", PASSWORD).await;
+    sign_in(&browser, &server.base, "root").await;
+    browser.goto(&format!("{}/", server.base)).await;
+    browser.wait_live().await;
+    // Everything this second load fetched over the network (cached files count as 0).
+    let transferred = browser
+        .script(
+            "const nav = performance.getEntriesByType('navigation')[0].transferSize; \
+             const files = performance.getEntriesByType('resource') \
+               .reduce((sum, r) => sum + r.transferSize, 0); \
+             return nav + files;",
+        )
+        .await
+        .as_f64()
+        .unwrap();
+    eprintln!("a second page load transferred {transferred} bytes");
+    assert!(transferred < 20.0 * 1024.0, "a second page load transferred {transferred} bytes");
+}

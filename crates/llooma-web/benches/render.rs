@@ -57,10 +57,15 @@ fn page(messages: usize) -> Page {
     }
 }
 
+const ASSETS: llooma_web::server::Assets<'static> = llooma_web::server::Assets {
+    style: "style.0123456789abcdef.css",
+    client: Some(("llooma_web.0123456789abcdef.js", "llooma_web_bg.0123456789abcdef.wasm")),
+};
+
 fn render(c: &mut Criterion) {
     let page = page(200);
     c.bench_function("render/conversation_200_messages", |b| {
-        b.iter(|| llooma_web::server::render(black_box(&page), "nonce", true))
+        b.iter(|| llooma_web::server::render(black_box(&page), "nonce", &ASSETS))
     });
 }
 

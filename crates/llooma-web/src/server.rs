@@ -33,12 +33,36 @@ const STYLE: &str = include_str!("../assets/style.css");
 /// The two files `cargo xtask build-web` writes.
 pub const JS_FILE: &str = "llooma_web.js";
 pub const WASM_FILE: &str = "llooma_web_bg.wasm";
+const STYLE_FILE: &str = "style.css";
+
+/// A file whose name holds a hash of its content is the same file forever.
+const IMMUTABLE: &str = "public, max-age=31536000, immutable";
+
+/// The browser part's names as pages ask for them (under `/pkg/`).
+#[derive(Clone, Debug)]
+struct AssetNames {
+    js: String,
+    wasm: String,
+}
+
+/// `name.ext` → `name.<first 16 hex digits of its SHA-256>.ext`.
+fn hashed_name(name: &str, content: &[u8]) -> String {
+    use sha2::Digest as _;
+    let hash = hex::encode(&sha2::Sha256::digest(content)[..8]);
+    match name.rsplit_once('.') {
+        Some((stem, ext)) => format!("{stem}.{hash}.{ext}"),
+        None => format!("{name}.{hash}"),
+    }
+}
 
 /// The browser part, read once at start-up.
 #[derive(Clone, Debug)]
 pub struct ClientFiles {
     js: Arc<[u8]>,
     wasm: Arc<[u8]>,
+    /// Where pages load them from: names that carry a hash of the content, so a browser keeps
+    /// its copy for good and a new build is a new name.
+    names: AssetNames,
     /// Gzipped copies (`<name>.gz`, written by build-web), sent to browsers that accept them.
     js_gz: Option<Arc<[u8]>>,
     wasm_gz: Option<Arc<[u8]>>,
@@ -58,9 +82,14 @@ impl ClientFiles {
             })
         };
         let gz = |name: &str| std::fs::read(dir.join(format!("{name}.gz"))).ok().map(Arc::from);
+        let (js, wasm): (Arc<[u8]>, Arc<[u8]>) = (read(JS_FILE)?.into(), read(WASM_FILE)?.into());
         Ok(ClientFiles {
-            js: read(JS_FILE)?.into(),
-            wasm: read(WASM_FILE)?.into(),
+            names: AssetNames {
+                js: hashed_name(JS_FILE, &js),
+                wasm: hashed_name(WASM_FILE, &wasm),
+            },
+            js,
+            wasm,
             js_gz: gz(JS_FILE),
             wasm_gz: gz(WASM_FILE),
         })
@@ -81,11 +110,13 @@ struct Web {
     api: Router,
     /// None when the browser part was not built: pages still render, with a notice.
     client: Option<ClientFiles>,
+    /// The stylesheet's hashed name (under `/assets/`).
+    style: Arc<str>,
 }
 
 /// The pages and files of the web interface, to merge beside the API's router.
 pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
-    let web = Web { api, client };
+    let web = Web { api, client, style: hashed_name(STYLE_FILE, STYLE.as_bytes()).into() };
     Router::new()
         .route("/", get(home))
         .route("/c/{id}", get(conversation))
@@ -98,7 +129,7 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/admin/mcp", get(admin_mcp))
         .route("/admin/instance", get(admin_instance))
         .route("/pkg/{file}", get(client_file))
-        .route("/assets/style.css", get(style))
+        .route("/assets/{file}", get(style))
         .fallback(not_found)
         .with_state(web)
 }
@@ -227,7 +258,11 @@ impl Web {
 
     fn page(&self, status: StatusCode, page: &Page) -> Response {
         let nonce = hex::encode(rand::random::<[u8; 16]>());
-        let html = render(page, &nonce, self.client.is_some());
+        let assets = Assets {
+            style: &self.style,
+            client: self.client.as_ref().map(|c| (c.names.js.as_str(), c.names.wasm.as_str())),
+        };
+        let html = render(page, &nonce, &assets);
         let csp = format!(
             "default-src 'none'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
              connect-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; \
@@ -266,18 +301,27 @@ fn security_headers(headers: &mut HeaderMap) {
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
 }
 
+/// The names a page loads its stylesheet and browser part by.
+#[derive(Clone, Copy, Debug)]
+pub struct Assets<'a> {
+    /// The stylesheet's name under `/assets/`.
+    pub style: &'a str,
+    /// The browser part's (JS, wasm) names under `/pkg/`, when it was built.
+    pub client: Option<(&'a str, &'a str)>,
+}
+
 /// The whole document: the page's data for the browser, the rendered body, the loader.
-pub fn render(page: &Page, nonce: &str, client_built: bool) -> String {
+pub fn render(page: &Page, nonce: &str, assets: &Assets<'_>) -> String {
     // `<` escaped: the data cannot close its script element, whatever a title says.
     let data = serde_json::to_string(page).unwrap_or_default().replace('<', "\\u003c");
     let title = escape(&page.title());
     let owned = page.clone();
     let body = Owner::new().with(move || view! { <App page=owned /> }.to_html());
-    let (loader, notice) = if client_built {
+    let (loader, notice) = if let Some((js, wasm)) = assets.client {
         (
             format!(
                 "<script type=\"module\" nonce=\"{nonce}\">import init, {{ hydrate }} from \
-                 '/pkg/{JS_FILE}'; await init({{ module_or_path: '/pkg/{WASM_FILE}' }}); \
+                 '/pkg/{js}'; await init({{ module_or_path: '/pkg/{wasm}' }}); \
                  hydrate();</script>"
             ),
             String::new(),
@@ -294,9 +338,10 @@ pub fn render(page: &Page, nonce: &str, client_built: bool) -> String {
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{title}</title><link rel=\"stylesheet\" href=\"/assets/style.css\">\
+         <title>{title}</title><link rel=\"stylesheet\" href=\"/assets/{}\">\
          <script type=\"application/json\" id=\"llooma-data\">{data}</script>{loader}</head>\
-         <body>{notice}{body}</body></html>"
+         <body>{notice}{body}</body></html>",
+        assets.style
     )
 }
 
@@ -682,9 +727,16 @@ async fn client_file(
         .get(header::ACCEPT_ENCODING)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.split(',').any(|e| e.trim().starts_with("gzip")));
-    let (plain, gzipped, kind) = match file.as_str() {
-        JS_FILE => (&client.js, &client.js_gz, "text/javascript; charset=utf-8"),
-        WASM_FILE => (&client.wasm, &client.wasm_gz, "application/wasm"),
+    // The hashed names are what pages use; the plain ones stay for anything that kept them.
+    let (plain, gzipped, kind, cache) = match file.as_str() {
+        name if name == client.names.js => {
+            (&client.js, &client.js_gz, "text/javascript; charset=utf-8", IMMUTABLE)
+        }
+        name if name == client.names.wasm => {
+            (&client.wasm, &client.wasm_gz, "application/wasm", IMMUTABLE)
+        }
+        JS_FILE => (&client.js, &client.js_gz, "text/javascript; charset=utf-8", "no-cache"),
+        WASM_FILE => (&client.wasm, &client.wasm_gz, "application/wasm", "no-cache"),
         _ => return (StatusCode::NOT_FOUND, "No such file.\n").into_response(),
     };
     let (bytes, encoded) = match gzipped {
@@ -698,17 +750,23 @@ async fn client_file(
     if encoded {
         headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
     }
-    // Same name after every build: the browser checks before reusing its copy.
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     security_headers(headers);
     response
 }
 
-async fn style() -> Response {
+async fn style(State(web): State<Web>, UrlPath(file): UrlPath<String>) -> Response {
+    let cache = if file == *web.style {
+        IMMUTABLE
+    } else if file == STYLE_FILE {
+        "no-cache"
+    } else {
+        return (StatusCode::NOT_FOUND, "No such file.\n").into_response();
+    };
     let mut response = STYLE.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/css; charset=utf-8"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     security_headers(headers);
     response
 }

@@ -322,6 +322,11 @@ impl Browser {
         self.must("POST", "/execute/sync", Some(json!({"script": script, "args": [css]}))).await;
     }
 
+    /// Runs `script` in the page (WebDriver's `execute/sync`) and returns what it returns.
+    pub async fn script(&self, script: &str) -> Value {
+        self.must("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).await
+    }
+
     /// Whether the document is wider than the window.
     pub async fn overflows(&self) -> bool {
         let script = "return document.documentElement.scrollWidth > window.innerWidth;";
