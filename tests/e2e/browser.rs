@@ -198,18 +198,64 @@ async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() 
     let Some(browser) = Browser::start(390, 844).await else { return };
     browser.goto(&format!("{}/", server.base)).await;
     browser.wait_live().await;
-    let overflow = browser_width_overflow(&browser).await;
-    assert!(!overflow, "the sign-in page fits a 390-pixel-wide screen");
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the sign-in page does not fit 390 pixels:\n{}", out.join("\n"));
     browser.screenshot("sign-in-phone").await;
+}
 
-    // Every page of a signed-in administrator fits too.
-    tab.register("root", PASSWORD).await;
-    let created = tab.post("/api/v1/conversations", json!({"title": "On a phone"})).await;
-    let conversation = created.json["id"].as_str().unwrap().to_owned();
-    sign_in(&browser, &server.base, "root").await;
-    for page in [
+/// Phones from 360 to 430 pixels wide, and a desktop: on every page of a signed-in
+/// administrator nothing reaches past the screen's edges (long words wrap), Sign out is on the
+/// screen, and a conversation, however long, opens on its latest message with the box to write
+/// in and Send below it, without scrolling.
+#[tokio::test]
+async fn browser_every_signed_in_page_fits_a_phone() {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+
+    // Words no phone is wide enough for, wherever people can put them.
+    let word = "Donaudampfschifffahrtsgesellschaftskapitänsmützenabzeichen";
+    let link = format!("https://docs.example.org/a/very/long/path/{word}/{word}?q={word}");
+    let empty = api.post("/api/v1/conversations", json!({"title": word})).await;
+    let empty = empty.json["id"].as_str().unwrap().to_owned();
+    let persona = json!({"name": word, "prompt": link, "memoryEnabled": true});
+    assert_eq!(api.post("/api/v1/personas", persona).await.status, 201);
+    let entry = json!({"label": word, "address": link, "description": link, "tags": [&word[..30]]});
+    let added = api.post("/api/v1/admin/mcp/catalogue", entry).await;
+    assert_eq!(added.status, 201, "{added:?}");
+
+    // A conversation of 30 messages, some with a long link and a long line of code.
+    let created = api
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "A long one", "providerId": provider_id, "model": "fake-model"}),
+        )
+        .await;
+    let long = created.json["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/v1/conversations/{long}");
+    for turn in 1..=15 {
+        model.push(Reply::text(format!(
+            "Answer {turn}: run this.\nlet {word} = compute_{word}(&[1, 2, 3, 4, 5, 6, 7, 8]);"
+        )));
+        let question = json!({"content": format!("Question {turn}: {link}")});
+        let sent = api.post(&format!("{path}/messages"), question).await;
+        assert_eq!(sent.status, 202, "{sent:?}");
+        until_api(&mut api, &path, "the turn's end", |c| c["runningTurn"].is_null()).await;
+    }
+    let messages = api.get(&path).await.json["messages"].as_array().unwrap().len();
+    assert_eq!(messages, 30);
+
+    let pages = [
         "/".to_owned(),
-        format!("/c/{conversation}"),
+        format!("/c/{long}"),
+        format!("/c/{empty}"),
         "/settings/tools".to_owned(),
         "/settings/personas".to_owned(),
         "/settings/bots".to_owned(),
@@ -218,18 +264,72 @@ async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() 
         "/admin/catalogue".to_owned(),
         "/settings/tools/discover".to_owned(),
         "/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp".to_owned(),
-    ] {
-        browser.goto(&format!("{}{page}", server.base)).await;
-        browser.wait_live().await;
-        assert!(!browser_width_overflow(&browser).await, "{page} is wider than a phone");
-    }
-}
+    ];
+    // Everything that does not fit, on every page at every size, so one failure tells it all.
+    let mut problems = Vec::new();
+    for (width, height) in [(360, 844), (390, 844), (430, 844), (1280, 900)] {
+        let Some(browser) = Browser::start(width, height).await else { return };
+        sign_in(&browser, &base, "root").await;
+        // A phone's window is the size asked for; a desktop's loses some height to the browser.
+        let screen = browser.window_size().await;
+        if width < 600 {
+            assert_eq!(screen, (f64::from(width), f64::from(height)), "the phone's window");
+        }
+        for page in &pages {
+            browser.goto(&format!("{base}{page}")).await;
+            browser.wait_live().await;
+            let at = format!("{page} at {width}×{height}");
+            for out in browser.sticking_out(width).await {
+                problems.push(format!("{at}: {out}"));
+            }
+            let sign_out = browser.rect(".topbar button.signout").await;
+            if !sign_out.inside(screen) {
+                problems.push(format!("{at}: Sign out is off the screen, at {sign_out:?}"));
+            }
+        }
 
-/// Whether the page is wider than the window (a phone would scroll sideways).
-async fn browser_width_overflow(browser: &Browser) -> bool {
-    let source = browser.source().await;
-    assert!(source.contains("data-hydrated"));
-    browser.overflows().await
+        // A conversation opens on its latest message, with the box and Send below it, on the
+        // screen without scrolling; scrolled to the latest message, they are still there.
+        for conversation in [&long, &empty] {
+            browser.goto(&format!("{base}/c/{conversation}")).await;
+            browser.wait_live().await;
+            for scrolled in [false, true] {
+                let at = format!(
+                    "/c/{conversation} at {width}×{height}{}",
+                    if scrolled { ", scrolled to its latest message" } else { "" }
+                );
+                if scrolled {
+                    if conversation == &empty {
+                        continue;
+                    }
+                    browser.scroll_to_end(".timeline > li:last-child").await;
+                }
+                let textarea = browser.rect("textarea[name=message]").await;
+                let send = browser.rect("button.send").await;
+                if !textarea.inside(screen) {
+                    problems.push(format!("{at}: the message box is off the screen: {textarea:?}"));
+                }
+                if !send.inside(screen) {
+                    problems.push(format!("{at}: Send is off the screen: {send:?}"));
+                }
+                if conversation == &long {
+                    let last = browser.rect(".timeline > li:last-child").await;
+                    if last.bottom <= 0.0 || last.bottom > textarea.top + 0.5 {
+                        problems.push(format!(
+                            "{at}: the end of the latest message ({last:?}) is not on the screen \
+                             above the message box"
+                        ));
+                    }
+                }
+            }
+        }
+        if width == 390 {
+            browser.goto(&format!("{base}/c/{long}")).await;
+            browser.wait_live().await;
+            browser.screenshot("conversation-phone").await;
+        }
+    }
+    assert!(problems.is_empty(), "what does not fit:\n{}", problems.join("\n"));
 }
 
 /// Signs in through the form.

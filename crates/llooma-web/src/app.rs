@@ -503,14 +503,26 @@ fn Conversation(
                     <a class="back" href="/">"← Conversations"</a>
                     <h1 class="title">{conversation.title.clone()}</h1>
                 </div>
-                <ApprovalCards cards csrf=csrf.clone() here=Some(id.clone()) always_allow now_ms />
-                <ol class="timeline">
-                    <For
-                        each=move || chat.entries.get()
-                        key=|entry| entry.key
-                        children=move |entry| entry_view(entry)
-                    />
-                </ol>
+                // The messages scroll above the composer and open on the latest one; the cards
+                // waiting for an answer come right after them, above the composer.
+                <div class="chat-scroll">
+                    <div class="chat-scroll-content">
+                        <ol class="timeline">
+                            <For
+                                each=move || chat.entries.get()
+                                key=|entry| entry.key
+                                children=move |entry| entry_view(entry)
+                            />
+                        </ol>
+                        <ApprovalCards
+                            cards
+                            csrf=csrf.clone()
+                            here=Some(id.clone())
+                            always_allow
+                            now_ms
+                        />
+                    </div>
+                </div>
                 <Composer chat conversation providers personas attachables />
             </main>
         </div>

@@ -33,6 +33,25 @@ fn tools() -> Option<(PathBuf, PathBuf)> {
     None
 }
 
+/// An element's box in CSS pixels, from the window's top left corner.
+#[derive(Debug, Clone, Copy)]
+pub struct Rect {
+    pub left: f64,
+    pub top: f64,
+    pub right: f64,
+    pub bottom: f64,
+}
+
+impl Rect {
+    /// Whether all of it is inside a window of this size.
+    pub fn inside(&self, (width, height): (f64, f64)) -> bool {
+        self.left >= -0.5
+            && self.top >= -0.5
+            && self.right <= width + 0.5
+            && self.bottom <= height + 0.5
+    }
+}
+
 /// One headless Chromium, driven through its own chromedriver; both end when dropped.
 pub struct Browser {
     http: reqwest::Client,
@@ -322,18 +341,95 @@ impl Browser {
         self.must("POST", "/execute/sync", Some(json!({"script": script, "args": [css]}))).await;
     }
 
+    /// Scrolls so the end of the first element matching `css` is at the bottom of the window
+    /// (or of the box that scrolls it).
+    pub async fn scroll_to_end(&self, css: &str) {
+        self.find(css).await;
+        let script = "document.querySelector(arguments[0]).scrollIntoView({block: 'end'});";
+        self.must("POST", "/execute/sync", Some(json!({"script": script, "args": [css]}))).await;
+    }
+
+    /// The window's size in CSS pixels (`innerWidth`, `innerHeight`).
+    pub async fn window_size(&self) -> (f64, f64) {
+        let size = self.script("return [window.innerWidth, window.innerHeight];").await;
+        (size[0].as_f64().unwrap(), size[1].as_f64().unwrap())
+    }
+
     /// Runs `script` in the page (WebDriver's `execute/sync`) and returns what it returns.
     pub async fn script(&self, script: &str) -> Value {
         self.must("POST", "/execute/sync", Some(json!({"script": script, "args": []}))).await
     }
 
-    /// Whether the document is wider than the window.
-    pub async fn overflows(&self) -> bool {
-        let script = "return document.documentElement.scrollWidth > window.innerWidth;";
-        self.must("POST", "/execute/sync", Some(json!({"script": script, "args": []})))
-            .await
-            .as_bool()
+    /// What does not fit a screen `width` CSS pixels wide, one line each (empty when all fits):
+    /// a window zoomed out to show something wider (a phone does that instead of scrolling, so
+    /// `scrollWidth > innerWidth` alone sees nothing), a document wider than the screen, and
+    /// every element whose box reaches past the screen's left or right edge, unless a box that
+    /// scrolls (`overflow: auto` or `scroll`) and fits holds it (the outermost ones named, what
+    /// is inside them counted). A box cut off by `overflow: hidden` still counts: what is past
+    /// the edge cannot be reached.
+    pub async fn sticking_out(&self, width: u32) -> Vec<String> {
+        let script = r#"
+            const width = arguments[0];
+            const problems = [];
+            if (Math.abs(window.innerWidth - width) > 0.5) {
+                problems.push(`the window is ${window.innerWidth} CSS pixels wide, not ${width}: the page was zoomed out to show something wider`);
+            }
+            const doc = document.documentElement.scrollWidth;
+            if (doc > width) { problems.push(`the document is ${doc} pixels wide`); }
+            const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
+                + [...e.classList].map(c => '.' + c).join('');
+            const path = e => {
+                const names = [];
+                for (let n = e; n && n !== document.documentElement; n = n.parentElement) {
+                    names.unshift(name(n));
+                }
+                return names.join(' > ');
+            };
+            const out = r => r.left < -0.5 || r.right > width + 0.5;
+            const heldByAScroller = e => {
+                for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) {
+                    const x = getComputedStyle(a).overflowX;
+                    if ((x === 'auto' || x === 'scroll') && !out(a.getBoundingClientRect())) {
+                        return true;
+                    }
+                }
+                return false;
+            };
+            const offending = new Set();
+            let inside = 0;
+            for (const e of document.body.querySelectorAll('*')) {
+                const r = e.getBoundingClientRect();
+                if (r.width === 0 && r.height === 0) { continue; }
+                if (!out(r) || heldByAScroller(e)) { continue; }
+                offending.add(e);
+                // The outermost ones are named; what is inside them only counted.
+                if (offending.has(e.parentElement)) { inside += 1; continue; }
+                problems.push(`${path(e)}: from ${Math.round(r.left)} to ${Math.round(r.right)} (${Math.round(r.width)} wide)`);
+            }
+            if (inside > 0) { problems.push(`and ${inside} elements inside those`); }
+            return problems;
+        "#;
+        let answer = self
+            .must("POST", "/execute/sync", Some(json!({"script": script, "args": [width]})))
+            .await;
+        answer
+            .as_array()
             .unwrap()
+            .iter()
+            .map(|line| line.as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// The box of the first element matching `css`, in CSS pixels from the window's top left.
+    pub async fn rect(&self, css: &str) -> Rect {
+        self.find(css).await;
+        let script = "const r = document.querySelector(arguments[0]).getBoundingClientRect(); \
+            return [r.left, r.top, r.right, r.bottom];";
+        let answer = self
+            .must("POST", "/execute/sync", Some(json!({"script": script, "args": [css]})))
+            .await;
+        let at = |i: usize| answer[i].as_f64().unwrap();
+        Rect { left: at(0), top: at(1), right: at(2), bottom: at(3) }
     }
 
     /// Opens a new tab and switches to it; returns (old tab, new tab).
