@@ -100,6 +100,8 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         broker: broker.clone(),
         mcp,
         pages,
+        providers: llooma_api::providers::ProviderClients::default(),
+        searches: llooma_api::tools::SearchClients::new(outbound.clone()),
         outbound,
         turns: llooma_api::Turns::new(replica_id.clone()),
         vault: Arc::new(vault),

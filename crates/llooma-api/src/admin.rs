@@ -246,6 +246,7 @@ pub async fn set_provider_key(
         None => None,
     };
     state.store.set_provider_key(&id, ciphertext).await?;
+    state.providers.forget(&id);
     let provider = state.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(provider_view(&provider)))
 }
@@ -256,5 +257,6 @@ pub async fn delete_provider(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.store.delete_provider(&id).await?;
+    state.providers.forget(&id);
     Ok(StatusCode::NO_CONTENT)
 }

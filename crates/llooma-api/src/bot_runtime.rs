@@ -25,7 +25,6 @@ use tokio::task::JoinHandle;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::tools::SearxSearch;
 
 /// The usual system prompt of a conversation started with this model: the instance's default,
 /// or the administrator's rewrite for the model.
@@ -225,9 +224,9 @@ impl Responder for TurnResponder {
         // The bot's ticked tools that this instance provides; no memory, no buttons.
         let ticked = |name: &str| b.tools.iter().any(|t| t == name);
         let search = match self.state.store.instance_settings().await.map_err(|e| fail(&e))? {
-            settings if ticked(llooma_core::WEB_SEARCH) => settings
-                .web_search_url
-                .and_then(|address| SearxSearch::new(&self.state.outbound, &address).ok()),
+            settings if ticked(llooma_core::WEB_SEARCH) => {
+                settings.web_search_url.and_then(|address| self.state.searches.get(&address).ok())
+            }
             _ => None,
         };
         let descriptions = self

@@ -33,7 +33,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery};
 use crate::session::SignedIn;
-use crate::tools::{SearxSearch, StoreMemory};
+use crate::tools::StoreMemory;
 
 /// How often a watching tab re-reads the log without news from this process, when other
 /// processes may write to it (Postgres: news from another replica arrives this way).
@@ -528,10 +528,17 @@ pub(crate) async fn provider_client(
     state: &AppState,
     provider_id: &str,
 ) -> Result<ProviderClient, String> {
-    let provider =
-        state.store.provider(provider_id).await.map_err(|e| e.to_string())?.ok_or_else(|| {
+    let Some(provider) = state.store.provider(provider_id).await.map_err(|e| e.to_string())? else {
+        state.providers.forget(provider_id);
+        return Err(
             "the conversation's model provider was removed; choose another model".to_owned()
-        })?;
+        );
+    };
+    // Built once per provider and reused while the fields it is built from stay the same
+    // (crate::providers); the row is read every time, so a change on any replica is seen.
+    if let Some(client) = state.providers.cached(&provider) {
+        return Ok(client);
+    }
     let mut config = ProviderConfig::new(provider.base_url.clone());
     if let Some(stored) = provider.api_key_ciphertext.as_deref() {
         let key = state
@@ -544,7 +551,9 @@ pub(crate) async fn provider_client(
         .configure_net_client(NetClient::builder(state.outbound.clone(), Purpose::Provider))
         .build()
         .map_err(|e| e.to_string())?;
-    ProviderClient::new(net, config).map_err(|e| e.to_string())
+    let client = ProviderClient::new(net, config).map_err(|e| e.to_string())?;
+    state.providers.keep(&provider, client.clone());
+    Ok(client)
 }
 
 /// What a turn with MCP tools needs: the offered tools and the account's remembered consent.
@@ -684,7 +693,9 @@ pub async fn send(
         let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
         request.attachments = read_chosen(&task_state, chosen, &sink).await;
         let search = web_search_url.and_then(|address| {
-            SearxSearch::new(&task_state.outbound, &address)
+            task_state
+                .searches
+                .get(&address)
                 .inspect_err(|e| tracing::warn!(error = %e, "web search is unavailable"))
                 .ok()
         });

@@ -22,6 +22,7 @@ mod mcp;
 mod mcp_watch;
 mod passwords;
 mod personas;
+pub mod providers;
 mod session;
 pub mod tools;
 
@@ -113,6 +114,10 @@ pub struct AppState {
     pub mcp: llooma_mcp_client::McpClient,
     /// Reads pages for `read_page` (the outbound policy's `fetch` purpose); one per instance.
     pub pages: tools::NetPageReader,
+    /// Model provider clients, built once per provider and reused while its settings last.
+    pub providers: providers::ProviderClients,
+    /// The web search client of the configured address, reused across turns and bots.
+    pub searches: tools::SearchClients,
     pub vault: Arc<Vault>,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,

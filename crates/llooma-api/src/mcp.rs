@@ -482,6 +482,8 @@ pub async fn patch_server(
     }
     if let Some(enabled) = body.enabled {
         state.store.set_mcp_server_enabled(&signed_in.account.id, &id, enabled).await?;
+        // Sessions the MCP client keeps for it between calls are closed.
+        state.mcp.forget(&id);
     }
     let server = owned(&state, &signed_in, &id).await?;
     let snapshot = parse_snapshot(&server)?;
@@ -501,6 +503,8 @@ pub async fn set_token(
         .transpose()
         .map_err(|e| ApiError::Internal(format!("encrypting an MCP token: {e}")))?;
     state.store.set_mcp_server_token(&signed_in.account.id, &id, ciphertext).await?;
+    // No session opened with the old token is used again.
+    state.mcp.forget(&id);
     let server = owned(&state, &signed_in, &id).await?;
     Ok(Json(server_view(&server, &parse_snapshot(&server)?)))
 }
@@ -512,6 +516,7 @@ pub async fn delete_server(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.store.delete_mcp_server(&signed_in.account.id, &id).await?;
+    state.mcp.forget(&id);
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -747,6 +752,7 @@ pub async fn admin_suspend(
         by: admin.account.id.clone(),
     };
     state.store.admin_suspend_mcp_server(&id, Some(suspension)).await?;
+    state.mcp.forget(&id);
     tracing::info!(admin = %admin.account.id, server = %id, "MCP server suspended");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -758,6 +764,7 @@ pub async fn admin_unsuspend(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.store.admin_suspend_mcp_server(&id, None).await?;
+    state.mcp.forget(&id);
     tracing::info!(admin = %admin.account.id, server = %id, "MCP server suspension lifted");
     Ok(StatusCode::NO_CONTENT)
 }
@@ -769,6 +776,7 @@ pub async fn admin_delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     state.store.admin_delete_mcp_server(&id).await?;
+    state.mcp.forget(&id);
     tracing::info!(admin = %admin.account.id, server = %id, "MCP server removed by an administrator");
     Ok(StatusCode::NO_CONTENT)
 }

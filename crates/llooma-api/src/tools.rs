@@ -8,9 +8,11 @@
 //!   chose it, so it may be on the LAN, and that opens nothing for page reading.
 //! - [`StoreMemory`]: a persona's memory in the database.
 //!
-//! Bots reuse these with their own choice of tools.
+//! Bots reuse these with their own choice of tools. The clients are built once and reused: one
+//! [`NetPageReader`] per instance, one [`SearxSearch`] per configured address
+//! ([`SearchClients`]).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use llooma_core::{
@@ -200,6 +202,36 @@ impl WebSearch for SearxSearch {
     }
 }
 
+/// The web search client of the configured address, built once and reused across turns and
+/// bots until the administrator changes the address. Cheap to clone (shared).
+#[derive(Clone, Debug)]
+pub struct SearchClients {
+    policy: Arc<OutboundPolicy>,
+    /// The instance has one address at a time, so one slot: the last address and its client.
+    current: Arc<Mutex<Option<(String, SearxSearch)>>>,
+}
+
+impl SearchClients {
+    /// Clients under the instance's outbound `policy` (each adds its service's origin to the
+    /// `search` allow-list, as [`SearxSearch::new`] does).
+    pub fn new(policy: Arc<OutboundPolicy>) -> Self {
+        SearchClients { policy, current: Arc::new(Mutex::new(None)) }
+    }
+
+    /// The client for `address`, built on first use and whenever the address changed.
+    pub fn get(&self, address: &str) -> Result<SearxSearch, SearchSetupError> {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((built_for, client)) = current.as_ref()
+            && built_for == address
+        {
+            return Ok(client.clone());
+        }
+        let client = SearxSearch::new(&self.policy, address)?;
+        *current = Some((address.to_owned(), client.clone()));
+        Ok(client)
+    }
+}
+
 /// A persona's memory in the database.
 #[derive(Clone, Debug)]
 pub struct StoreMemory {
@@ -269,5 +301,28 @@ mod tests {
             let err = search_endpoint(bad).unwrap_err().to_string();
             assert!(err.contains("http://127.0.0.1:8888"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn the_search_client_follows_the_configured_address() {
+        let clients = SearchClients::new(Arc::new(OutboundPolicy::public_only()));
+        let first = clients.get("http://127.0.0.1:8888").unwrap();
+        assert_eq!(first.endpoint.as_str(), "http://127.0.0.1:8888/search");
+        let again = clients.get("http://127.0.0.1:8888").unwrap();
+        assert_eq!(again.endpoint, first.endpoint);
+        // The loopback service is allowed for search only, as SearxSearch::new allows it.
+        assert!(
+            again.net.policy().decide_str(Purpose::Search, "http://127.0.0.1:8888/").is_allowed()
+        );
+        assert!(
+            !again.net.policy().decide_str(Purpose::Fetch, "http://127.0.0.1:8888/").is_allowed()
+        );
+
+        let moved = clients.get("https://searx.lan/").unwrap();
+        assert_eq!(moved.endpoint.as_str(), "https://searx.lan/search");
+        assert!(
+            !moved.net.policy().decide_str(Purpose::Search, "http://127.0.0.1:8888/").is_allowed()
+        );
+        assert!(clients.get("ftp://searx.lan").is_err());
     }
 }

@@ -1,14 +1,6 @@
-//! llooma-approval-broker: every external tool call is put to the person first.
+#![doc = include_str!("../README.md")]
 //!
-//! A turn that wants to call an MCP tool asks the [`Broker`]: [`Broker::request`] stores a
-//! [`PendingCall`] row with the exact arguments in canonical JSON and their SHA-256, a deadline
-//! two minutes away and this process as its owner, and shows an [`ApprovalCard`] to every tab
-//! watching the account ([`Broker::subscribe`]); the turn then [`Broker::wait`]s.
-//! [`Broker::answer`] is one conditional update `pending -> allowed|refused`, so the first
-//! answer wins across tabs, devices and replicas; a late one gets
-//! [`AnswerResult::AlreadyAnswered`] saying who won and when.
-//!
-//! # Invariants
+//! ## Invariants
 //!
 //! - A call changes state once, from `pending`, by a conditional update in storage; the broker
 //!   never reads a row and then writes it.

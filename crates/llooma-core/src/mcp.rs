@@ -555,9 +555,18 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 return Ok(format!("The call was not made: {why}."));
             }
         }
+        // On a session kept for this server record (its id belongs to one account, so two
+        // people who added the same address never share one), reused across the turn's calls
+        // and the turns that follow for a while.
         match self
             .client
-            .call_tool(&tool.server_address, tool.token.as_ref(), &tool.tool_name, sent)
+            .call_tool_for(
+                &tool.server_id,
+                &tool.server_address,
+                tool.token.as_ref(),
+                &tool.tool_name,
+                sent,
+            )
             .await
         {
             Ok(result) => {

@@ -1,62 +1,19 @@
-//! Canonical JSON (object keys sorted by their UTF-8 bytes, no
-//! insignificant whitespace) and the SHA-256 of a tool definition over it.
+//! The SHA-256 of a tool definition, over the canonical JSON of `llooma-policy` (the one
+//! [`canonical_json`] of the workspace: object keys sorted by their UTF-8 bytes, no
+//! insignificant whitespace), and the cutting of text to a byte budget.
 //!
-//! Written out by hand rather than relying on `serde_json::Value`'s map order: that order is
-//! sorted only while no crate in the build turns on serde_json's `preserve_order` feature, and
-//! a hash that changes when someone adds a dependency would mark every snapshot stale.
+//! The canonical text is written by hand there rather than relying on `serde_json::Value`'s
+//! map order: that order is sorted only while no crate in the build turns on serde_json's
+//! `preserve_order` feature, and a hash that changed when someone added a dependency would mark
+//! every snapshot stale.
 
+pub use llooma_policy::canonical_json;
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
-/// The canonical text of a JSON value.
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_value(&mut out, value);
-    out
-}
-
-/// Hex SHA-256 of the canonical JSON of `value`.
+/// Hex SHA-256 of the canonical JSON of `value`: how a tool definition is identified in a
+/// snapshot ([`crate::ToolDef::hash`]) and, through it, in remembered consent.
 pub fn definition_hash(value: &Value) -> String {
-    hex::encode(Sha256::digest(canonical_json(value).as_bytes()))
-}
-
-fn write_value(out: &mut String, value: &Value) {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, key);
-                out.push(':');
-                if let Some(v) = map.get(key) {
-                    write_value(out, v);
-                }
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_value(out, item);
-            }
-            out.push(']');
-        }
-        Value::String(s) => write_string(out, s),
-        // Numbers, booleans and null print the same whatever the map order.
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-fn write_string(out: &mut String, s: &str) {
-    // serde_json's string escaping is deterministic and standard.
-    out.push_str(&Value::String(s.to_owned()).to_string());
+    llooma_policy::sha256_hex(canonical_json(value).as_bytes())
 }
 
 /// `text` cut to at most `max` bytes at a character boundary, with `marker` appended when cut
@@ -94,6 +51,31 @@ mod tests {
         assert_eq!(definition_hash(&one), definition_hash(&reordered));
         assert_ne!(definition_hash(&one), definition_hash(&changed));
         assert_eq!(definition_hash(&one).len(), 64);
+    }
+
+    /// Stored snapshots hold these hashes: a tool definition hashed before must hash the same
+    /// after, or every snapshot turns stale and every grant made on it stops applying. Computed
+    /// with the code as it stood before `canonical_json` became one function.
+    #[test]
+    fn stored_definition_hashes_stay_byte_identical() {
+        let tool: Value = serde_json::from_str(
+            r#"{"name": "send_mail", "title": "Send mail ✉",
+                "description": "Sends a mail.\nQuote: \"hi\" \\ \u0007 😀",
+                "inputSchema": {"type": "object", "required": ["to"],
+                    "properties": {"to": {"type": "string"}, "n": {"type": "integer",
+                        "maximum": 1.5e3, "minimum": -2, "default": 18446744073709551615}}},
+                "annotations": {"readOnlyHint": false, "destructiveHint": true, "Z": null},
+                "_meta": {"é": [], "e": {}}}"#,
+        )
+        .unwrap_or(Value::Null);
+        assert_eq!(
+            canonical_json(&tool),
+            r#"{"_meta":{"e":{},"é":[]},"annotations":{"Z":null,"destructiveHint":true,"readOnlyHint":false},"description":"Sends a mail.\nQuote: \"hi\" \\ \u0007 😀","inputSchema":{"properties":{"n":{"default":18446744073709551615,"maximum":1500.0,"minimum":-2,"type":"integer"},"to":{"type":"string"}},"required":["to"],"type":"object"},"name":"send_mail","title":"Send mail ✉"}"#
+        );
+        assert_eq!(
+            definition_hash(&tool),
+            "9886fdcea42b7cd934b8d21ace33de6b29a52b166663e45651169d05f33d2ace"
+        );
     }
 
     #[test]

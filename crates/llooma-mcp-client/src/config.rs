@@ -27,6 +27,17 @@ pub struct McpConfig {
     /// what many people testing large servers at once can make the server hold; one more is
     /// refused ([`crate::McpError::Busy`]) rather than queued.
     pub max_concurrent_snapshots: usize,
+    /// How long a session [`crate::McpClient::call_tool`] kept for a server may wait unused
+    /// before it is closed. Default 5 min. Each call in that time reuses it instead of
+    /// connecting anew (a handshake per call); a changed token, a switched-off, suspended or
+    /// removed server ([`crate::McpClient::forget`]) drops it at once.
+    pub session_idle_timeout: Duration,
+    /// Sessions kept waiting across all servers. Default 64; when full, the one unused the
+    /// longest is closed. Zero keeps none: every call connects.
+    pub max_idle_sessions: usize,
+    /// Sessions kept waiting per server (and token). Default 2: calls at the same moment each
+    /// need their own.
+    pub max_idle_sessions_per_server: usize,
     /// Size bounds.
     pub limits: Limits,
 }
@@ -41,6 +52,9 @@ impl Default for McpConfig {
             max_call_timeout: Duration::from_secs(600),
             sse_max_retries: 3,
             max_concurrent_snapshots: 4,
+            session_idle_timeout: Duration::from_secs(300),
+            max_idle_sessions: 64,
+            max_idle_sessions_per_server: 2,
             limits: Limits::default(),
         }
     }

@@ -282,6 +282,36 @@ pub(crate) fn from_service(err: &ServiceError, cx: &Context<'_>) -> McpError {
     }
 }
 
+/// Whether the server answered a request's POST that it does not know the session (HTTP 404
+/// with an `Mcp-Session-Id`, also when rmcp's own new session then failed), or with an error
+/// that names no request (see [`crate::http`]): the server did not run the request.
+pub(crate) fn session_unknown(err: &ServiceError) -> bool {
+    let ServiceError::TransportSend(err) = err else {
+        return false;
+    };
+    let mut current: Option<&(dyn StdError + 'static)> = Some(err);
+    while let Some(e) = current {
+        let http = e.downcast_ref::<HttpErr>().or_else(|| match e.downcast_ref::<WorkerErr>() {
+            Some(WorkerErr::Fatal { error, .. }) => Some(error),
+            _ => None,
+        });
+        match http {
+            Some(
+                StreamableHttpError::SessionExpired
+                | StreamableHttpError::ReinitializationFailed(_),
+            ) => return true,
+            Some(StreamableHttpError::UnexpectedServerResponse(text))
+                if text.starts_with(crate::http::UNADDRESSED) =>
+            {
+                return true;
+            }
+            _ => {}
+        }
+        current = e.source();
+    }
+    false
+}
+
 /// Walks an error's chain of sources and picks the most specific cause it recognises.
 fn from_chain(err: &(dyn StdError + 'static), cx: &Context<'_>) -> McpError {
     if let Some(refusal) = PolicyRefusal::find(err) {

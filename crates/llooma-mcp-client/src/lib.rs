@@ -1,10 +1,15 @@
-//! The MCP client of Llooma: Streamable HTTP only, client side only, every request through
-//! `llooma-net` under the `mcp` purpose of the outbound policy.
+#![doc = include_str!("../README.md")]
+//!
+//! ## In detail
 //!
 //! - [`McpClient`] holds the policy-enforcing HTTP client and the bounds ([`McpConfig`],
 //!   [`Limits`]); [`McpClient::connect`] gives an [`McpSession`] to reuse within a turn, and
-//!   [`McpClient::probe`], [`McpClient::snapshot`], [`McpClient::call_tool`] are one-shot
-//!   helpers. [`probe`] is what `llooma mcp probe` calls.
+//!   [`McpClient::probe`] and [`McpClient::snapshot`] are one-shot helpers. [`probe`] is what
+//!   `llooma mcp probe` calls.
+//! - [`McpClient::call_tool_for`] (what a turn calls) and [`McpClient::call_tool`] reuse a
+//!   session kept per server, address and token for a while (its `Mcp-Session-Id`, its
+//!   handshake) instead of connecting for every call; [`McpClient::forget`] drops a server's.
+//!   A stale session is replaced, and the call sent again, only when the server did not run it.
 //! - Handshake: `server/discover` at protocol 2026-07-28, falling back to `initialize` at
 //!   2025-11-25 for servers that do not know it (rmcp's `ClientLifecycleMode::Auto`).
 //! - Everything a server sends is bounded: pages per list, tools per server, description and
@@ -19,7 +24,9 @@
 mod canonical;
 mod config;
 mod error;
+mod http;
 mod model;
+mod pool;
 mod session;
 pub mod template;
 

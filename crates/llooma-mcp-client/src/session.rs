@@ -1,5 +1,5 @@
-//! [`McpClient`] (connects) and [`McpSession`] (one connected server, reused for several
-//! requests within a turn).
+//! [`McpClient`] (connects, and calls tools on the sessions of its pool) and [`McpSession`]
+//! (one connected server, reused for several requests).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -32,11 +32,13 @@ use url::Url;
 use crate::canonical::truncate;
 use crate::config::{McpConfig, TRUNCATION_MARKER};
 use crate::error::{self, Context, McpError};
+use crate::http::McpHttp;
 use crate::model::{
     Budget, ContentItem, Note, ProbeReport, ProbeTool, PromptMessage, PromptResult,
     ResourceContents, ServerDescription, Snapshot, ToolList, ToolResult, prompt_from_json,
     resource_from_json, template_from_json, tool_from_json,
 };
+use crate::pool::{Key, Lease, Pool};
 use crate::template;
 
 /// The MCP client of one instance: the outbound policy, the HTTP client that enforces it, and
@@ -48,6 +50,8 @@ pub struct McpClient {
     config: Arc<McpConfig>,
     /// Shared by every clone: the instance-wide bound on snapshots read at once.
     snapshots: Arc<tokio::sync::Semaphore>,
+    /// Shared by every clone: the sessions `call_tool` keeps between calls.
+    pool: Arc<Pool>,
 }
 
 impl McpClient {
@@ -65,7 +69,8 @@ impl McpClient {
             .build()
             .map_err(McpError::Setup)?;
         let snapshots = Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_snapshots));
-        Ok(Self { policy, net, config: Arc::new(config), snapshots })
+        let pool = Arc::new(Pool::new(&config));
+        Ok(Self { policy, net, config: Arc::new(config), snapshots, pool })
     }
 
     /// The bounds in force.
@@ -113,6 +118,7 @@ impl McpClient {
             changes_rx: tool_changes.subscribe(),
             tool_changes,
             listening: AtomicBool::new(false),
+            cancels: Arc::new(tokio::sync::RwLock::new(())),
         })
     }
 
@@ -131,11 +137,14 @@ impl McpClient {
             Arc::new(CappedRetry { max_retries: self.config.sse_max_retries });
         if let Some(token) = token {
             // rmcp adds the `Bearer ` prefix. The copy it keeps is a plain String (not
-            // zeroized); it lives as long as the session.
+            // zeroized); it lives as long as the session, which `call_tool_for` may keep idle
+            // for `McpConfig::session_idle_timeout` (or until `forget`).
             transport_config = transport_config.auth_header(token.expose().to_owned());
         }
-        let transport =
-            StreamableHttpClientTransport::with_client(self.net.reqwest_client(), transport_config);
+        let transport = StreamableHttpClientTransport::with_client(
+            McpHttp(self.net.reqwest_client()),
+            transport_config,
+        );
         let (changes_tx, _) = watch::channel(0_u64);
         let handler = Handler { info: client_info(), tool_changes: Arc::new(changes_tx) };
         let tool_changes = Arc::clone(&handler.tool_changes);
@@ -185,7 +194,71 @@ impl McpClient {
         snapshot
     }
 
-    /// Connects, calls one tool, and disconnects.
+    /// Calls one tool on the server at `url`, on a session kept for `server` (the caller's
+    /// name for it: Llooma passes the server's id, which belongs to one account), this address
+    /// and this token, or on a new one.
+    ///
+    /// The session is kept for the next call if this one ended cleanly (a result, or an error
+    /// the server answered), for at most [`McpConfig::session_idle_timeout`] unused; sessions
+    /// are never shared between two names, addresses or tokens. A kept session the server no
+    /// longer knows (it restarted, or ended the session) is replaced and the call sent once
+    /// more, but only when the server answered that it did not run it (HTTP 404 or 400 to the
+    /// session's request); a call that may have run is never sent again. Dropping the future
+    /// cancels the call (`notifications/cancelled`) and closes its session.
+    pub async fn call_tool_for(
+        &self,
+        server: &str,
+        url: &str,
+        token: Option<&Secret>,
+        name: &str,
+        arguments: Value,
+    ) -> Result<ToolResult, McpError> {
+        // Checked before any session is taken: such a call is never sent.
+        let mut arguments = object_arguments(name, arguments)?;
+        let key = Key::new(server, url, token);
+        let mut retried = false;
+        loop {
+            // The retry connects anew: the key's other kept sessions may be as stale.
+            let taken = if retried {
+                Err(self.pool.ticket(key.clone()))
+            } else {
+                self.pool.take(key.clone())
+            };
+            let lease = match taken {
+                Ok(lease) => lease,
+                Err(ticket) => ticket.lease(self.connect(url, token).await?),
+            };
+            // Kept only while they may have to be sent again.
+            let sent = if lease.reused && !retried {
+                arguments.clone()
+            } else {
+                std::mem::take(&mut arguments)
+            };
+            match call_on(&lease, name, sent).await {
+                Ok(result) => {
+                    lease.give_back();
+                    return Ok(result);
+                }
+                Err((err, Fault::Answered)) => {
+                    lease.give_back();
+                    return Err(err);
+                }
+                // The server did not run it and the session had served before: it went stale.
+                // Sent once more, on a session this call connects.
+                Err((err, Fault::NotRun)) if lease.reused && !retried => {
+                    tracing::debug!(
+                        url = %redact(url),
+                        "a kept MCP session was refused ({err}); calling again on a new one"
+                    );
+                    retried = true;
+                }
+                Err((err, _)) => return Err(err),
+            }
+        }
+    }
+
+    /// [`McpClient::call_tool_for`] with no name for the server: calls to the same address
+    /// with the same token share sessions.
     pub async fn call_tool(
         &self,
         url: &str,
@@ -193,10 +266,30 @@ impl McpClient {
         name: &str,
         arguments: Value,
     ) -> Result<ToolResult, McpError> {
-        let session = self.connect(url, token).await?;
-        let result = session.call_tool(name, arguments).await;
-        session.close().await;
-        result
+        self.call_tool_for("", url, token, name, arguments).await
+    }
+
+    /// Closes the sessions kept for `server` (a name given to [`McpClient::call_tool_for`], or
+    /// an address): call it when its address or token changes, or it is switched off,
+    /// suspended, resumed or removed. A call running now finishes on its session, which is then
+    /// closed instead of kept.
+    pub fn forget(&self, server: &str) {
+        self.pool.forget(server);
+    }
+}
+
+/// One `tools/call` on a leased session.
+async fn call_on(
+    lease: &Lease,
+    name: &str,
+    arguments: Option<JsonObject>,
+) -> Result<ToolResult, (McpError, Fault)> {
+    match lease.session() {
+        Some(session) => session.call(name, arguments).await,
+        None => Err((
+            McpError::Disconnected { url: String::new(), detail: "no session".to_owned() },
+            Fault::Broken,
+        )),
     }
 }
 
@@ -230,7 +323,7 @@ pub async fn probe(
 }
 
 /// The URL without userinfo, query or fragment, for messages.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match Url::parse(url) {
         Ok(mut parsed) => {
             parsed.set_query(None);
@@ -331,6 +424,23 @@ pub struct McpSession {
     listening: AtomicBool,
     /// Whether the protocol revision has no `initialize` (2026-07-28 and later).
     modern: bool,
+    /// Held (read) by each `notifications/cancelled` still to be sent; `close` waits for them.
+    cancels: Arc<tokio::sync::RwLock<()>>,
+}
+
+/// How a failed request left its session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The server answered it (a JSON-RPC error), or it was never sent for a reason of its
+    /// own: the session is sound.
+    Answered,
+    /// The session is unusable or in doubt (connection lost, timed out, not MCP), and the
+    /// server may have run the request.
+    Broken,
+    /// The session is unusable and the server did not run the request: it never left (the
+    /// session had ended), or the server refused the session's POST (HTTP 404, an unknown
+    /// `Mcp-Session-Id`, or 400; a request the server runs is answered with 200).
+    NotRun,
 }
 
 /// Which list a paged request reads.
@@ -408,6 +518,7 @@ impl ListKind {
 struct CancelOnDrop {
     peer: Peer<RoleClient>,
     id: Option<RequestId>,
+    cancels: Arc<tokio::sync::RwLock<()>>,
 }
 
 impl Drop for CancelOnDrop {
@@ -416,8 +527,11 @@ impl Drop for CancelOnDrop {
             return;
         };
         let peer = self.peer.clone();
+        // Taken now, before whoever dropped us can close the session: `close` waits for it.
+        let pending = Arc::clone(&self.cancels).try_read_owned();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
+                let _pending = pending;
                 let params = CancelledNotificationParam::new(
                     Some(id),
                     Some("the request was abandoned by the client".to_owned()),
@@ -475,6 +589,11 @@ impl McpSession {
         Context { url: &self.url, operation, token_sent: self.token_sent, timeout }
     }
 
+    /// Whether the session can still carry requests (its transport has not ended).
+    pub(crate) fn is_alive(&self) -> bool {
+        !self.service.is_closed() && !self.service.peer().is_transport_closed()
+    }
+
     async fn request(
         &self,
         request: ClientRequest,
@@ -482,18 +601,48 @@ impl McpSession {
         options: PeerRequestOptions,
         timeout: Duration,
     ) -> Result<ServerResult, McpError> {
+        self.request_classified(request, operation, options, timeout).await.map_err(|(e, _)| e)
+    }
+
+    async fn request_classified(
+        &self,
+        request: ClientRequest,
+        operation: &str,
+        options: PeerRequestOptions,
+        timeout: Duration,
+    ) -> Result<ServerResult, (McpError, Fault)> {
         let peer = self.service.peer();
         let cx = self.cx(operation, timeout);
-        let handle = peer
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|err| error::from_service(&err, &cx))?;
-        let mut guard = CancelOnDrop { peer: peer.clone(), id: Some(handle.id.clone()) };
+        let handle = peer.send_request_with_option(request, options).await.map_err(|err| {
+            // Closed: the request never reached the transport.
+            let fault = match err {
+                rmcp::ServiceError::TransportClosed => Fault::NotRun,
+                _ => Fault::Broken,
+            };
+            (error::from_service(&err, &cx), fault)
+        })?;
+        let mut guard = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+            cancels: Arc::clone(&self.cancels),
+        };
         let result = handle.await_response().await;
         // Answered, failed or timed out (rmcp sends the cancellation itself on its timeout):
         // nothing left to cancel.
         guard.id = None;
-        result.map_err(|err| error::from_service(&err, &cx))
+        result.map_err(|err| {
+            let error = error::from_service(&err, &cx);
+            let fault = if error::session_unknown(&err) {
+                Fault::NotRun
+            } else {
+                match &error {
+                    McpError::Server { .. } => Fault::Answered,
+                    McpError::HttpStatus { status: 400 | 404, .. } => Fault::NotRun,
+                    _ => Fault::Broken,
+                }
+            };
+            (error, fault)
+        })
     }
 
     async fn simple_request(
@@ -632,8 +781,18 @@ impl McpSession {
     /// none). Waits [`McpConfig::call_timeout`], started again by each progress notification,
     /// at most [`McpConfig::max_call_timeout`].
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolResult, McpError> {
+        let arguments = object_arguments(name, arguments)?;
+        self.call(name, arguments).await.map_err(|(e, _)| e)
+    }
+
+    /// `tools/call`, and on failure what became of the session.
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        arguments: Option<JsonObject>,
+    ) -> Result<ToolResult, (McpError, Fault)> {
         let mut params = CallToolRequestParams::new(name.to_owned());
-        if let Some(arguments) = object_arguments(name, arguments)? {
+        if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
@@ -641,12 +800,16 @@ impl McpSession {
             .reset_timeout_on_progress()
             .with_max_total_timeout(self.config.max_call_timeout);
         let operation = format!("tools/call {}", crate::error::excerpt(name, 80));
-        let result = self.request(request, &operation, options, self.config.call_timeout).await?;
+        let result =
+            self.request_classified(request, &operation, options, self.config.call_timeout).await?;
         let ServerResult::CallToolResult(result) = result else {
-            return Err(McpError::Protocol {
-                url: self.url.clone(),
-                detail: "the reply to tools/call is not a tool result".to_owned(),
-            });
+            return Err((
+                McpError::Protocol {
+                    url: self.url.clone(),
+                    detail: "the reply to tools/call is not a tool result".to_owned(),
+                },
+                Fault::Broken,
+            ));
         };
         let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
         Ok(self.tool_result(&raw))
@@ -771,8 +934,10 @@ impl McpSession {
         Ok(PromptResult { description, messages, truncated: budget.cut || !notes.is_empty() })
     }
 
-    /// Ends the session (the server is told with a `DELETE` where it keeps sessions).
+    /// Ends the session (the server is told with a `DELETE` where it keeps sessions), once the
+    /// cancellations of abandoned requests are sent (waiting at most 5 s for them).
     pub async fn close(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.cancels.write()).await;
         let _ = self.service.close().await;
     }
 }

@@ -1,8 +1,6 @@
-//! llooma-memory-guard: the rules for text a server wrote, as pure functions and values.
+#![doc = include_str!("../README.md")]
 //!
-//! An MCP result is text from a machine the instance does not own, landing in the model's
-//! context with tool authority. This crate holds the two rules that keep it from passing as
-//! something else:
+//! ## The two rules
 //!
 //! 1. **Memory is closed for the rest of the turn.** A [`TurnGuard`] lives for one turn. Once
 //!    an MCP server has answered in it ([`TurnGuard::record_mcp_answer`], for a tool result, a
@@ -16,7 +14,7 @@
 //!    server and the kind of text; server instructions are framed as reference material, not
 //!    instructions to follow.
 //!
-//! # Invariants
+//! ## Invariants
 //!
 //! - Memory closes only through [`TurnGuard::record_mcp_answer`]. Built-in tools (`web_search`,
 //!   `read_page`) have no way to close it, and server instructions do not close it.

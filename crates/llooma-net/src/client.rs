@@ -15,6 +15,7 @@ use crate::error::{NetError, RedirectProblem, RedirectRefused, from_reqwest, red
 use crate::guard::GuardLayer;
 use crate::redirect::{check_hop, raw_policy, same_origin};
 use crate::resolver::{PolicyResolver, Resolver, SystemResolver};
+use crate::tls;
 
 /// The most redirects any client follows. Builders can lower it, not raise it.
 pub const MAX_REDIRECTS: usize = 5;
@@ -109,7 +110,8 @@ impl NetClientBuilder {
         self
     }
 
-    /// Builds the client.
+    /// Builds the client. Cheap after the first in the process: the TLS configuration (the
+    /// system's root certificates) is read once and shared by every client.
     pub fn build(self) -> Result<NetClient, NetError> {
         let raw = self
             .reqwest_builder(raw_policy(
@@ -117,19 +119,25 @@ impl NetClientBuilder {
                 self.purpose,
                 self.max_redirects,
                 !self.auth_headers.is_empty(),
-            ))
+            ))?
             .build()
             .map_err(NetError::Build)?;
         // NetClient::send follows redirects itself so it can drop any configured auth header.
         let manual = self
-            .reqwest_builder(reqwest::redirect::Policy::none())
+            .reqwest_builder(reqwest::redirect::Policy::none())?
             .build()
             .map_err(NetError::Build)?;
         Ok(NetClient { inner: Arc::new(Inner { raw, manual, settings: self }) })
     }
 
-    fn reqwest_builder(&self, redirect: reqwest::redirect::Policy) -> reqwest::ClientBuilder {
+    fn reqwest_builder(
+        &self,
+        redirect: reqwest::redirect::Policy,
+    ) -> Result<reqwest::ClientBuilder, NetError> {
         let mut builder = reqwest::Client::builder()
+            // The process's one TLS configuration; reqwest would otherwise read the system's
+            // certificates again for every client.
+            .tls_backend_preconfigured(tls::client_config()?)
             // A proxy would be the address the connector sees, not the destination; and
             // HTTP(S)_PROXY in a server's environment is rarely meant for its outbound calls.
             .no_proxy()
@@ -153,7 +161,7 @@ impl NetClientBuilder {
         if !self.idle_pooling {
             builder = builder.pool_max_idle_per_host(0);
         }
-        builder
+        Ok(builder)
     }
 }
 

@@ -49,6 +49,13 @@ pub enum NetError {
     /// The client could not be built (TLS setup failed, usually).
     #[error("could not build the outbound HTTP client: {0}")]
     Build(#[source] reqwest::Error),
+    /// The TLS configuration shared by every client could not be set up: usually no CA
+    /// certificate could be read from the system.
+    #[error(
+        "could not set up TLS for outbound connections: {0}. Install the system's CA \
+         certificates (the ca-certificates package) or point SSL_CERT_FILE at a PEM bundle"
+    )]
+    Tls(String),
 }
 
 /// A redirect that was not followed, and why.

@@ -12,6 +12,9 @@
 //!   proxy's address instead of the destination's.
 //! - **Time and size**: connect and total timeouts, and a cap on the response body that also
 //!   holds for bodies read chunk by chunk ([`NetResponse::chunk`]).
+//! - **TLS**: every client verifies servers with the platform verifier over the system's root
+//!   certificates, as reqwest does by default; the configuration is built once per process and
+//!   shared, so building a client does not read the certificates again.
 //!
 //! Nothing else in the workspace should build a `reqwest::Client`; get one from
 //! [`NetClient::reqwest_client`] when a library (rmcp) needs the raw type.
@@ -22,6 +25,7 @@ mod error;
 mod guard;
 mod redirect;
 mod resolver;
+mod tls;
 
 pub use check::{AddressCheck, ResolvedAddress, check_address};
 pub use client::{MAX_REDIRECTS, NetClient, NetClientBuilder, NetResponse};

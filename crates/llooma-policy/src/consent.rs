@@ -31,7 +31,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+
+pub use crate::canonical::{canonical_json, sha256_hex};
 
 /// Shown where the permission mode is switched to [`PermissionMode::AllowAll`].
 pub const ALLOW_ALL_WARNING: &str = "Allow all runs every call any of your MCP servers' tools \
@@ -260,56 +261,6 @@ pub fn decide(
             ConsentDecision::Ask
         }
     }
-}
-
-/// JSON text with object keys sorted (by their UTF-8 bytes) at every depth and no
-/// insignificant whitespace. Two values that differ only in key order or spacing give the same
-/// text, so the same hash.
-///
-/// Numbers and strings are written as `serde_json` writes them (shortest round-trip floats,
-/// minimal escapes). That is deterministic for a given value, which is all a hash of "what was
-/// shown" needs; it is not claimed to be RFC 8785.
-pub fn canonical_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    out
-}
-
-fn write_canonical(value: &Value, out: &mut String) {
-    match value {
-        Value::Object(map) => {
-            // Sorted here rather than relying on serde_json's map type, which turns into an
-            // insertion-ordered map if any crate in the build enables `preserve_order`.
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            out.push('{');
-            for (index, (key, item)) in entries.into_iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(key.clone()).to_string());
-                out.push(':');
-                write_canonical(item, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (index, item) in items.iter().enumerate() {
-                if index > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&scalar.to_string()),
-    }
-}
-
-/// Lower-case hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
 }
 
 /// The canonical text of `arguments` and its SHA-256, as a pending call stores them.
@@ -586,15 +537,6 @@ mod tests {
     }
 
     #[test]
-    fn canonical_json_sorts_keys_and_drops_whitespace() {
-        let value: Value = serde_json::from_str(
-            r#"{ "b" : [ 1 , {"z":null, "a": "é\n"} ], "a": true, "A": 1.5 }"#,
-        )
-        .unwrap_or(Value::Null);
-        assert_eq!(canonical_json(&value), r#"{"A":1.5,"a":true,"b":[1,{"a":"é\n","z":null}]}"#);
-    }
-
-    #[test]
     fn canonical_hash_is_stable_and_sensitive() {
         let (text_a, hash_a) = canonical_arguments(&json!({"x": 1, "y": "2"}));
         let (text_b, hash_b) = canonical_arguments(&json!({"y": "2", "x": 1}));
@@ -606,6 +548,30 @@ mod tests {
             sha256_hex(b""),
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
+    }
+
+    /// Grants and rules already stored hold these hashes: the canonical text of a given value,
+    /// and so its hash, must never change (a grant made yesterday must still cover today's
+    /// call). Computed with the code as it stood before `canonical_json` became one function.
+    #[test]
+    fn stored_hashes_stay_byte_identical() {
+        let arguments: Value = serde_json::from_str(
+            r#"{"to": "a@example.org", "Zeta": [3, -1, 1.5, 12345678901234567890, true, null],
+                "é": {"b": "tab\tquote\"slash\\", "a": "\u0001 ☃ 😀"}, "_": {}, "A": []}"#,
+        )
+        .unwrap_or(Value::Null);
+        let (text, hash) = canonical_arguments(&arguments);
+        assert_eq!(
+            text,
+            r#"{"A":[],"Zeta":[3,-1,1.5,12345678901234567890,true,null],"_":{},"to":"a@example.org","é":{"a":"\u0001 ☃ 😀","b":"tab\tquote\"slash\\"}}"#
+        );
+        assert_eq!(hash, "6ce2bd60a7dc553f0fb0146319dad368e346ba50df0b3e506a371a1a10dc7755");
+        let definition = tool_definition_hash(
+            "send_mail",
+            "Sends a mail.\nUse <b>carefully</b>.",
+            &json!({"type": "object", "properties": {"to": {"type": "string"}}, "required": ["to"]}),
+        );
+        assert_eq!(definition, "765eea5d8104c2c10db7d22491660adf0289d2fc83cfde66285a603fc76a97b0");
     }
 
     #[test]

@@ -1,9 +1,7 @@
-//! Outbound network policy: pure decisions about which URLs and addresses Llooma may reach.
+#![doc = include_str!("../README.md")]
 //!
-//! This crate decides; `llooma-net` enforces. Nothing here does IO or depends on an async
-//! runtime, so every decision is a cheap function of its inputs and can be tested with a table.
+//! ## The rules in detail
 //!
-//! The rules:
 //! - only `http` and `https`, never with userinfo (`user:pass@`);
 //! - the host is taken from the same parsed [`Url`] that is used to connect, so every spelling
 //!   of an IPv4 address (decimal, octal, hex, short forms, percent-encoded, full-width digits)
@@ -16,9 +14,10 @@
 //!
 //! Refusals are values ([`Decision::Refused`]) whose [`Refusal`] says what an operator can do.
 //!
-//! [`consent`] holds the other pure policy of the crate: which tool calls may run without asking
-//! the person (remembered consent, trust levels), and the canonical JSON and hashes it rests on.
+//! [`consent`] holds the other pure policy of the crate, Llooma's own: which tool calls may run
+//! without asking the person (remembered consent, trust levels).
 
+mod canonical;
 pub mod consent;
 mod origin;
 mod ranges;
@@ -29,6 +28,7 @@ use std::str::FromStr;
 
 pub use url::{Host, Url};
 
+pub use canonical::{canonical_json, sha256_hex};
 pub use origin::{AllowList, Origin, Scheme};
 pub use ranges::{BLOCKED_RANGES, BlockedRange, classify_ip};
 

@@ -1,7 +1,6 @@
-//! Model-facing names for MCP tools, the groups read off a gateway's catalogue, and the tool
-//! budget. Pure: no IO, no async, no clock, no randomness.
+#![doc = include_str!("../README.md")]
 //!
-//! # Invariants
+//! ## Invariants
 //!
 //! - Every name a [`NameTable`] produces matches `^[a-zA-Z0-9_-]{1,64}$` and starts with
 //!   [`MCP_PREFIX`], so no MCP tool can be mistaken for one of the app's own tools
@@ -13,7 +12,7 @@
 //! - Everything is deterministic and independent of input order, except where an order is the
 //!   point (servers in the order the account added them, for the budget).
 //!
-//! # Pieces
+//! ## Pieces
 //!
 //! - [`server_slug`]: the server half, from the label, with a numeric suffix for a repeat
 //!   (`home`, `home_2`); computed once and stored.

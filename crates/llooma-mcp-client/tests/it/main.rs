@@ -8,4 +8,5 @@ mod conformance;
 mod everything;
 mod gateway;
 mod hostile;
+mod pool;
 mod support;

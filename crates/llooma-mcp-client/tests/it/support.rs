@@ -48,10 +48,14 @@ pub enum Reply {
     Error(i64, &'static str),
     /// An HTTP status with a body.
     Status(u16, &'static str),
+    /// An HTTP status with a JSON body (sent as is: no id is added).
+    JsonStatus(u16, Value),
     /// A 200 with this content type and body.
     Raw(&'static str, Vec<u8>),
     /// Never answers.
     Hang,
+    /// Answers with this result after a while.
+    Later(Duration, Value),
     /// The legacy handshake for `server/discover` and `initialize`, "method not found" for
     /// anything else.
     Default,
@@ -59,23 +63,34 @@ pub enum Reply {
 
 pub type Script = dyn Fn(&str, &Value) -> Reply + Send + Sync;
 
-/// What the hostile server saw.
+/// What the hostile server saw. A request refused for an unknown session (HTTP 404) is in
+/// `refused`, not in `methods`: the server did not run it.
 #[derive(Default)]
 pub struct Seen {
     pub methods: Vec<String>,
     pub messages: Vec<Value>,
     pub authorization: Vec<Option<String>>,
+    pub refused: Vec<String>,
+}
+
+/// The sessions a hostile server that keeps them has handed out (`Mcp-Session-Id`).
+#[derive(Default)]
+pub struct Sessions {
+    next: u64,
+    known: std::collections::HashSet<String>,
 }
 
 #[derive(Clone)]
 struct HostileState {
     script: Arc<Script>,
     seen: Arc<Mutex<Seen>>,
+    sessions: Option<Arc<Mutex<Sessions>>>,
 }
 
 pub struct Hostile {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Seen>>,
+    sessions: Option<Arc<Mutex<Sessions>>>,
 }
 
 impl Hostile {
@@ -87,6 +102,17 @@ impl Hostile {
     }
     pub fn count(&self, method: &str) -> usize {
         self.seen.lock().unwrap().methods.iter().filter(|m| *m == method).count()
+    }
+    /// Handshakes seen: each ends with `initialize` (after `server/discover` is refused; rmcp's
+    /// own renewal of a session it was told is gone sends `initialize` alone).
+    pub fn handshakes(&self) -> usize {
+        self.count("initialize")
+    }
+    /// Forgets every session, as a restarted server does: their requests now get a 404.
+    pub fn forget_sessions(&self) {
+        if let Some(sessions) = &self.sessions {
+            sessions.lock().unwrap().known.clear();
+        }
     }
 }
 
@@ -106,8 +132,28 @@ pub fn handshake(method: &str) -> Option<Reply> {
 
 /// Starts a hostile server on 127.0.0.1, port 0, TCP_NODELAY on.
 pub async fn hostile(script: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static) -> Hostile {
+    start_hostile(script, false).await
+}
+
+/// A hostile server that keeps sessions: `initialize` hands out an `Mcp-Session-Id`, and a
+/// request naming one it does not know gets 404 (the transport's "session not found").
+pub async fn hostile_with_sessions(
+    script: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
+) -> Hostile {
+    start_hostile(script, true).await
+}
+
+async fn start_hostile(
+    script: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static,
+    keeps_sessions: bool,
+) -> Hostile {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let state = HostileState { script: Arc::new(script), seen: Arc::clone(&seen) };
+    let sessions = keeps_sessions.then(|| Arc::new(Mutex::new(Sessions::default())));
+    let state = HostileState {
+        script: Arc::new(script),
+        seen: Arc::clone(&seen),
+        sessions: sessions.clone(),
+    };
     let app = Router::new()
         .route("/mcp", post(hostile_post).get(|| async { StatusCode::METHOD_NOT_ALLOWED }))
         .with_state(state);
@@ -119,7 +165,7 @@ pub async fn hostile(script: impl Fn(&str, &Value) -> Reply + Send + Sync + 'sta
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    Hostile { addr, seen }
+    Hostile { addr, seen, sessions }
 }
 
 async fn hostile_post(
@@ -129,6 +175,22 @@ async fn hostile_post(
 ) -> Response {
     let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let method = message.get("method").and_then(Value::as_str).unwrap_or("").to_owned();
+    let mut new_session = None;
+    if let Some(sessions) = &state.sessions {
+        let mut sessions = sessions.lock().unwrap();
+        if method == "initialize" {
+            sessions.next += 1;
+            let id = format!("session-{}", sessions.next);
+            sessions.known.insert(id.clone());
+            new_session = Some(id);
+        } else if method != "server/discover" {
+            let named = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+            if !named.is_some_and(|id| sessions.known.contains(id)) {
+                state.seen.lock().unwrap().refused.push(method);
+                return (StatusCode::NOT_FOUND, "Session not found").into_response();
+            }
+        }
+    }
     {
         let mut seen = state.seen.lock().unwrap();
         seen.methods.push(method.clone());
@@ -146,6 +208,14 @@ async fn hostile_post(
         Reply::Default => handshake(&method).unwrap_or(Reply::Error(-32601, "Method not found")),
         other => other,
     };
+    let mut response = answer(id, reply).await;
+    if let Some(session) = new_session {
+        response.headers_mut().insert("mcp-session-id", session.parse().unwrap());
+    }
+    response
+}
+
+async fn answer(id: Value, reply: Reply) -> Response {
     match reply {
         Reply::Result(result) => {
             json_response(json!({"jsonrpc": "2.0", "id": id, "result": result}))
@@ -157,6 +227,12 @@ async fn hostile_post(
             (StatusCode::from_u16(status).unwrap(), [(header::CONTENT_TYPE, "text/plain")], body)
                 .into_response()
         }
+        Reply::JsonStatus(status, body) => (
+            StatusCode::from_u16(status).unwrap(),
+            [(header::CONTENT_TYPE, "application/json")],
+            body.to_string(),
+        )
+            .into_response(),
         Reply::Raw(content_type, body) => {
             (StatusCode::OK, [(header::CONTENT_TYPE, content_type)], body).into_response()
         }
@@ -164,6 +240,10 @@ async fn hostile_post(
         Reply::Hang => {
             std::future::pending::<()>().await;
             StatusCode::OK.into_response()
+        }
+        Reply::Later(after, result) => {
+            tokio::time::sleep(after).await;
+            json_response(json!({"jsonrpc": "2.0", "id": id, "result": result}))
         }
     }
 }

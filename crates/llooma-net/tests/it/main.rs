@@ -18,7 +18,7 @@ use llooma_net::{
     check_address,
 };
 use reqwest::header::{AUTHORIZATION, HeaderName};
-use support::{ProxyCounter, ScriptedResolver, Server};
+use support::{ProxyCounter, ScriptedResolver, Server, TEST_CA, TlsServer};
 
 fn policy(mcp: Option<&str>, fetch: Option<&str>) -> Arc<OutboundPolicy> {
     Arc::new(OutboundPolicy::from_allow_lists(mcp, fetch, None).unwrap())
@@ -427,4 +427,104 @@ async fn check_address_reports_each_resolved_address() {
 
     let bad = check_address(&listed, Purpose::Mcp, "not a url", lan.as_ref()).await;
     assert!(bad.to_string().starts_with("refused: not a valid URL"));
+}
+
+/// Runs the test `name` of this binary again in a child process with `envs` set, and asserts
+/// the child ran it and it passed. For what depends on the process's environment or its
+/// process-wide state (the TLS configuration is built once per process).
+fn run_as_child(name: &str, envs: &[(&str, &str)]) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap());
+    child.args([name, "--exact", "--nocapture"]).env_remove("SSL_CERT_DIR");
+    for (key, value) in envs {
+        child.env(key, value);
+    }
+    let output = child.output().unwrap();
+    assert!(
+        output.status.success(),
+        "child failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("1 passed"),
+        "the child did not run the test"
+    );
+}
+
+/// https through the shared TLS configuration: the server's certificate is checked against the
+/// system's store (a CA the system does not know is refused), and with the test CA as the
+/// store (`SSL_CERT_FILE`, in a child) both clients get through, speaking HTTP/1.1 by ALPN.
+#[tokio::test]
+async fn https_is_verified_against_the_system_store_and_negotiates_http1() {
+    if let Ok(origin) = std::env::var("LLOOMA_NET_TEST_TLS_CHILD") {
+        let net = client(policy(None, Some(&origin)), Purpose::Fetch);
+        let url = format!("{origin}/");
+        assert_eq!(fetch(&net, &url).await.unwrap().text().await.unwrap(), "hello");
+        let via_raw = net.reqwest_client().get(&url).send().await.unwrap();
+        assert_eq!(via_raw.text().await.unwrap(), "hello");
+        return;
+    }
+    let server = TlsServer::start();
+    let origin = server.origin();
+
+    let net = client(policy(None, Some(&origin)), Purpose::Fetch);
+    let err = fetch(&net, &format!("{origin}/")).await.unwrap_err();
+    assert!(matches!(err, NetError::Request { .. }), "{err:?}");
+    assert!(format!("{err:?}").contains("UnknownIssuer"), "not a certificate error: {err:?}");
+    assert!(server.alpn().is_empty());
+
+    let child_origin = origin.clone();
+    tokio::task::spawn_blocking(move || {
+        run_as_child(
+            "https_is_verified_against_the_system_store_and_negotiates_http1",
+            &[("LLOOMA_NET_TEST_TLS_CHILD", &child_origin), ("SSL_CERT_FILE", TEST_CA)],
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(server.alpn(), vec![Some(b"http/1.1".to_vec()); 2]);
+}
+
+/// Counts the log lines in which rustls-platform-verifier reports reading the system's store.
+struct LoadCounter(std::sync::atomic::AtomicUsize);
+
+impl log::Log for LoadCounter {
+    fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if record.target().starts_with("rustls_platform_verifier")
+            && record.args().to_string().contains("CA root certificates")
+        {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+static LOADS: LoadCounter = LoadCounter(std::sync::atomic::AtomicUsize::new(0));
+
+/// Reading the system's certificates is most of what building a client used to cost; it
+/// happens once per process, however many clients (each with two reqwest clients) are built.
+/// In a child, so that the count starts with the process.
+#[test]
+fn system_certificates_are_read_once_per_process() {
+    if std::env::var_os("LLOOMA_NET_TEST_LOADS_CHILD").is_some() {
+        log::set_logger(&LOADS).unwrap();
+        log::set_max_level(log::LevelFilter::Debug);
+        let policy = policy(None, None);
+        for purpose in [Purpose::Provider, Purpose::Fetch, Purpose::Mcp, Purpose::Search] {
+            for _ in 0..20 {
+                client(Arc::clone(&policy), purpose);
+            }
+        }
+        assert_eq!(LOADS.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+        return;
+    }
+    run_as_child(
+        "system_certificates_are_read_once_per_process",
+        &[("LLOOMA_NET_TEST_LOADS_CHILD", "1"), ("SSL_CERT_FILE", TEST_CA)],
+    );
 }

@@ -173,3 +173,83 @@ impl Resolver for ScriptedResolver {
         Box::pin(async move { Ok(answer) })
     }
 }
+
+/// An HTTPS server on 127.0.0.1 whose certificate (for the IP address 127.0.0.1) is signed by
+/// the test CA in `tests/it/tls/ca.pem`, which no system trusts. It answers "hello" to any
+/// request and records the ALPN protocol each completed handshake agreed on.
+pub struct TlsServer {
+    pub addr: SocketAddr,
+    alpn: Arc<Mutex<Vec<Option<Vec<u8>>>>>,
+}
+
+/// The test CA, for `SSL_CERT_FILE`.
+pub const TEST_CA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/it/tls/ca.pem");
+
+impl TlsServer {
+    pub fn start() -> TlsServer {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let certs = CertificateDer::pem_slice_iter(include_bytes!("tls/server.pem"))
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap();
+        let key = PrivateKeyDer::from_pem_slice(include_bytes!("tls/server.key")).unwrap();
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .unwrap();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let config = Arc::new(config);
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let alpn = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&alpn);
+        std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                let Ok(tcp) = tcp else { return };
+                let config = Arc::clone(&config);
+                let seen = Arc::clone(&seen);
+                std::thread::spawn(move || serve_tls(config, tcp, &seen));
+            }
+        });
+        TlsServer { addr, alpn }
+    }
+
+    pub fn origin(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The ALPN protocol of each completed handshake, in order.
+    pub fn alpn(&self) -> Vec<Option<Vec<u8>>> {
+        self.alpn.lock().unwrap().clone()
+    }
+}
+
+fn serve_tls(
+    config: Arc<rustls::ServerConfig>,
+    tcp: std::net::TcpStream,
+    seen: &Mutex<Vec<Option<Vec<u8>>>>,
+) {
+    use std::io::{Read, Write};
+
+    let Ok(connection) = rustls::ServerConnection::new(config) else { return };
+    let mut stream = rustls::StreamOwned::new(connection, tcp);
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    seen.lock().unwrap().push(stream.conn.alpn_protocol().map(<[u8]>::to_vec));
+    let _ =
+        stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello");
+    stream.conn.send_close_notify();
+    let _ = stream.flush();
+}

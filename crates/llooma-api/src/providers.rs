@@ -1,0 +1,145 @@
+//! [`ProviderClients`]: one model provider client per provider, reused across turns, bots and
+//! `GET /models`.
+//!
+//! A client is kept with the stored fields it was built from (base URL, key ciphertext); each
+//! use reads the provider's row (as it always did) and reuses the client only while those
+//! fields are unchanged, so a change made on any replica, a key rotation included, is picked
+//! up by the next turn. Changing or deleting a provider through this replica's admin API drops
+//! its entry at once, so no key outlives its row here.
+//!
+//! Reuse also keeps idle connections to the provider across turns. The outbound policy is
+//! unaffected: every request's URL is still decided on, and a kept connection was checked
+//! (address included) when it was made, under the same process-wide policy.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use llooma_providers::ProviderClient;
+use llooma_store::Provider;
+
+/// Built provider clients by provider id. Cheap to clone (shared).
+#[derive(Clone, Debug, Default)]
+pub struct ProviderClients {
+    built: Arc<Mutex<HashMap<String, Built>>>,
+}
+
+#[derive(Debug)]
+struct Built {
+    from: Fingerprint,
+    client: ProviderClient,
+}
+
+/// The stored fields a client is built from. Kept as they are (no hash): comparing them is
+/// exact, and the ciphertext is no more secret here than in the database.
+#[derive(Debug, PartialEq, Eq)]
+struct Fingerprint {
+    base_url: String,
+    key_ciphertext: Option<String>,
+}
+
+impl Fingerprint {
+    fn of(provider: &Provider) -> Self {
+        Fingerprint {
+            base_url: provider.base_url.clone(),
+            key_ciphertext: provider.api_key_ciphertext.clone(),
+        }
+    }
+
+    fn matches(&self, provider: &Provider) -> bool {
+        self.base_url == provider.base_url
+            && self.key_ciphertext.as_deref() == provider.api_key_ciphertext.as_deref()
+    }
+}
+
+impl ProviderClients {
+    /// The client built from this row, if one was and the row has not changed since.
+    pub(crate) fn cached(&self, provider: &Provider) -> Option<ProviderClient> {
+        let built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        built.get(&provider.id).filter(|b| b.from.matches(provider)).map(|b| b.client.clone())
+    }
+
+    /// Keeps `client`, built from `provider`, replacing what was kept for that provider.
+    pub(crate) fn keep(&self, provider: &Provider, client: ProviderClient) {
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        built.insert(provider.id.clone(), Built { from: Fingerprint::of(provider), client });
+    }
+
+    /// Drops the client of a provider that was changed or deleted.
+    pub(crate) fn forget(&self, provider_id: &str) {
+        self.built.lock().unwrap_or_else(PoisonError::into_inner).remove(provider_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use llooma_net::{NetClient, OutboundPolicy, Purpose};
+    use llooma_providers::{ProviderClient, ProviderConfig};
+    use llooma_store::Provider;
+
+    use super::ProviderClients;
+
+    fn row(id: &str, base_url: &str, key: Option<&str>) -> Provider {
+        Provider {
+            id: id.to_owned(),
+            name: "Local".to_owned(),
+            base_url: base_url.to_owned(),
+            api_key_ciphertext: key.map(str::to_owned),
+            declared_models: Vec::new(),
+            created_at_ms: 0,
+        }
+    }
+
+    fn client(base_url: &str) -> ProviderClient {
+        let net = NetClient::builder(Arc::new(OutboundPolicy::public_only()), Purpose::Provider)
+            .build()
+            .unwrap();
+        ProviderClient::new(net, ProviderConfig::new(base_url)).unwrap()
+    }
+
+    #[test]
+    fn a_client_is_reused_while_its_row_is_unchanged() {
+        let clients = ProviderClients::default();
+        let first = row("p1", "https://models.example/v1", Some("v1.k.aaa"));
+        assert!(clients.cached(&first).is_none());
+        clients.keep(&first, client(&first.base_url));
+
+        let mut same = row("p1", "https://models.example/v1", Some("v1.k.aaa"));
+        same.name = "Renamed".to_owned();
+        same.declared_models = vec!["m".to_owned()];
+        let reused = clients.cached(&same).unwrap();
+        assert_eq!(reused.config().base_url, "https://models.example/v1");
+        // Another provider's row does not find it.
+        assert!(
+            clients.cached(&row("p2", "https://models.example/v1", Some("v1.k.aaa"))).is_none()
+        );
+    }
+
+    #[test]
+    fn a_changed_address_or_key_is_not_served_the_old_client() {
+        let clients = ProviderClients::default();
+        let first = row("p1", "https://models.example/v1", Some("v1.k.aaa"));
+        clients.keep(&first, client(&first.base_url));
+
+        assert!(clients.cached(&row("p1", "https://other.example/v1", Some("v1.k.aaa"))).is_none());
+        assert!(
+            clients.cached(&row("p1", "https://models.example/v1", Some("v1.k.bbb"))).is_none()
+        );
+        assert!(clients.cached(&row("p1", "https://models.example/v1", None)).is_none());
+
+        let moved = row("p1", "https://other.example/v1", None);
+        clients.keep(&moved, client(&moved.base_url));
+        assert_eq!(clients.cached(&moved).unwrap().config().base_url, "https://other.example/v1");
+        assert!(clients.cached(&first).is_none());
+    }
+
+    #[test]
+    fn a_forgotten_provider_is_built_again() {
+        let clients = ProviderClients::default();
+        let first = row("p1", "https://models.example/v1", None);
+        clients.keep(&first, client(&first.base_url));
+        clients.forget("p1");
+        assert!(clients.cached(&first).is_none());
+    }
+}
