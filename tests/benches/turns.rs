@@ -1,50 +1,326 @@
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
-    reason = "a benchmark that cannot run should stop loudly"
+    clippy::print_stdout,
+    reason = "a benchmark that cannot run should stop loudly; its table goes to stdout"
 )]
 
 //! `cargo xtask bench turns`: what a turn costs the server, measured from outside the release
-//! binary on SQLite, with a model that answers at once (the fake model) so only Llooma's own work
-//! is counted.
+//! binary on SQLite (data directories on /dev/shm when there is one), with a model that answers
+//! at once (`llooma-fake-model`, TCP_NODELAY on) so that only Llooma's own work is counted. It
+//! prints ONE Markdown table on stdout (progress goes to stderr):
 //!
-//! - per-turn overhead: a turn that calls one MCP tool (allowed by a rule, so no card) against the
-//!   Python SDK gateway and then answers; server CPU time per turn and turns per second;
-//! - SSE fan-out: one turn streaming 200 deltas to 1,000 tabs watching the conversation; time
-//!   until every tab has seen the end, server CPU time and resident memory.
+//! 1. a plain turn (no tools, a short answer in 10 deltas);
+//! 2. a turn with one MCP call allowed by a rule (no card), against the Python `mcp` SDK gateway
+//!    (`home-assistant-turn_on`) and against npm's server-everything (`echo`);
+//! 3. a turn whose call (the gateway's `home-assistant-turn_off`, no rule) puts an approval card up,
+//!    answered `allow` by the bench as soon as `/api/v1/approvals/events` shows it;
+//! 4. a bot's reply: from the poll that saw a mention (the fake Chatto's clock) to the post, less
+//!    the fake model's own round trip (its median, measured beside);
+//! 5. 100 conversations at once, each streaming 200 deltas to a tab watching it;
+//! 6. the MCP client's `tools/call` against a bare rmcp client (run by xtask through
+//!    `llooma-mcp-client`'s `call_ratio` bench and handed over in `LLOOMA_BENCH_MCP_CALL*`);
+//! 7. 1,000 tabs watching one conversation's turn of 200 deltas, and 1,000 tabs each watching its
+//!    own conversation's turn;
 //!
-//! Needs `LLOOMA_BIN` (the release binary) and the MCP peers' variables; xtask sets both.
+//! and the server's start to ready, idle resident memory and resident memory after 110 turns.
+//!
+//! Per turn: wall time from sending `POST /messages` to reading `end` on the conversation's event
+//! stream; server CPU as the sum over every thread of `/proc/PID/task/*/schedstat` (first field,
+//! ns; a thread that appears counts whole, one that exits loses only its time since the last
+//! read, which for tokio's blocking threads is idle time), read just before the POST and again
+//! once the turn is over: after `end`, when the sum has not moved for 10 ms (the scheduler tick
+//! here is 4 ms, and a busy thread's counter only moves at a tick or a switch), 300 ms at most.
+//! Rows of single turns run 10 warm-up then 50 measured turns each.
+//!
+//! With `LLOOMA_BIN_BASELINE` (xtask's `--baseline <rev>`), every row runs on both binaries,
+//! alternating turn by turn (round by round for the loaded rows), each binary with its own
+//! server, database and fake model, and the table has a column for each and their ratio.
+//!
+//! Arguments (after `--`): the parts to run, by name (default: all): start, plain, gateway,
+//! everything, bot, concurrent, fan-out, fan-out-spread, mcp-client.
+//!
+//! Environment: `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
+//! `LLOOMA_BASELINE_REV` (optional), the MCP peers' variables (`LLOOMA_NPM_PEERS`,
+//! `LLOOMA_PYTHON`); xtask sets them all.
 
 #[path = "../e2e/support.rs"]
 #[allow(dead_code, reason = "the tests' helpers, of which a benchmark uses a few")]
 mod support;
 
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use llooma_fake_model::{FakeModel, Reply};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use llooma_chatto_fake::{ALL_BOT_PERMISSIONS, BotStyle, FakeChatto, SignalKind};
+use llooma_fake_model::{FakeModel, Fallback, Reply};
 use serde_json::{Value, json};
-use support::{Events, PASSWORD, Server, Tab, TestDb};
+use support::{Events, PASSWORD, Tab};
 
-const WARMUP_TURNS: usize = 20;
-const TURNS: usize = 200;
-const WATCHERS: usize = 1000;
+const WARMUP: usize = 10;
+const MEASURED: usize = 50;
+/// Turns the plain row's server has run when its resident memory is read.
+const RSS_AFTER_TURNS: usize = 110;
+/// A plain turn's answer: a short sentence in this many deltas.
+const PLAIN_DELTAS: usize = 10;
+const PLAIN_TEXT: &str = "The quick brown fox jumps over the lazy dog, and then it rests.";
+/// The loaded rows: conversations at once, tabs, and deltas per answer.
+const CONCURRENT: usize = 100;
+const TABS: usize = 1000;
 const DELTAS: usize = 200;
+/// Starts per binary for start-to-ready and idle memory.
+const STARTS: usize = 5;
+/// How long the server's CPU counter must stay still for a turn to count as over, and the most
+/// the bench waits for that.
+const QUIET: Duration = Duration::from_millis(10);
+const SETTLE_CAP: Duration = Duration::from_millis(300);
+/// The bots' poll interval here (the product's default is 5 s; 1 s is the shortest setting).
+const BOT_POLL: Duration = Duration::from_secs(1);
+/// Warnings only, but the line with the address the harness waits for (logging every request
+/// would be measured too).
+const QUIET_LOG: &str = "warn,llooma::serve=info";
 
 fn main() {
+    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let runs = |part: &str| wanted.is_empty() || wanted.iter().any(|w| w == part);
+    let builds = builds();
+    let started = Instant::now();
+    let mut lines = Vec::new();
     tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-        per_turn_overhead().await;
-        fan_out().await;
+        let parts: [(&str, Part); 8] = [
+            ("start", |b| Box::pin(start_and_idle(b))),
+            ("plain", |b| Box::pin(plain(b))),
+            ("gateway", |b| Box::pin(gateway(b))),
+            ("everything", |b| Box::pin(everything(b))),
+            ("bot", |b| Box::pin(bot(b))),
+            ("concurrent", |b| Box::pin(concurrent(b))),
+            ("fan-out", |b| Box::pin(fan_out(b))),
+            ("fan-out-spread", |b| Box::pin(fan_out_spread(b))),
+        ];
+        for (name, part) in parts {
+            if !runs(name) {
+                continue;
+            }
+            eprintln!(
+                "\n== {name} ({})",
+                builds.iter().map(|b| b.label.as_str()).collect::<Vec<_>>().join(" / ")
+            );
+            let taken = Instant::now();
+            match tokio::spawn(part(builds.clone())).await {
+                Ok(got) => {
+                    for line in &got {
+                        eprintln!("   {}: {}: {}", line.case, line.figure, line.shown(&builds));
+                    }
+                    lines.extend(got);
+                }
+                Err(err) => {
+                    eprintln!("   {name} failed: {err}");
+                    lines.push(Line::new(
+                        ORDER_FAILED,
+                        &format!("`{name}`"),
+                        "failed (see stderr)",
+                        vec![Cell::None; builds.len()],
+                    ));
+                }
+            }
+            eprintln!("   ({name}: {:.0} s)", taken.elapsed().as_secs_f64());
+        }
     });
+    if runs("mcp-client") {
+        lines.extend(mcp_client_lines(&builds));
+    }
+    print_table(&builds, lines, started.elapsed());
 }
 
-/// (user + system) CPU seconds the process has used, from /proc/<pid>/stat.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    ticks / 100.0 // USER_HZ is 100 on Linux
+type Part = fn(Vec<Build>) -> std::pin::Pin<Box<dyn Future<Output = Vec<Line>> + Send>>;
+
+// ------------------------------------------------------------------------------------------------
+// Binaries, processes, measurements
+
+/// One binary under test.
+#[derive(Clone, Debug)]
+struct Build {
+    label: String,
+    bin: PathBuf,
+}
+
+/// The baseline first (when there is one), then the current binary.
+fn builds() -> Vec<Build> {
+    let current = std::env::var_os("LLOOMA_BIN")
+        .expect("set LLOOMA_BIN to the release binary (cargo xtask bench turns does)");
+    let mut builds = Vec::new();
+    if let Some(baseline) = std::env::var_os("LLOOMA_BIN_BASELINE").filter(|v| !v.is_empty()) {
+        let rev = std::env::var("LLOOMA_BASELINE_REV").unwrap_or_else(|_| "?".into());
+        builds.push(Build { label: format!("baseline `{rev}`"), bin: baseline.into() });
+    }
+    builds.push(Build { label: "current".into(), bin: current.into() });
+    builds
+}
+
+/// The order the binaries take turns in on round `i`: reversed every other round, so neither
+/// always goes first.
+fn order(i: usize, n: usize) -> Vec<usize> {
+    if i.is_multiple_of(2) { (0..n).collect() } else { (0..n).rev().collect() }
+}
+
+/// A data directory on tmpfs when the machine has one (as the figures in the notes were taken).
+fn data_dir() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("llooma-bench-");
+    if shm.is_dir() { builder.tempdir_in(shm) } else { builder.tempdir() }.unwrap()
+}
+
+fn server_command(bin: &Path, data: &Path, listen: &str, env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(bin);
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LLOOMA_LISTEN", listen)
+        .env("LLOOMA_DATA_DIR", data)
+        .env("LLOOMA_LOG", QUIET_LOG)
+        .envs(env.iter().copied())
+        .arg("serve")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    command
+}
+
+/// A running `llooma serve` of one build on its own database; killed when dropped.
+struct Proc {
+    child: Child,
+    base: String,
+    log: Arc<Mutex<Vec<String>>>,
+    _data: Option<tempfile::TempDir>,
+}
+
+impl Proc {
+    fn start(build: &Build, env: &[(&str, &str)]) -> Proc {
+        let data = data_dir();
+        let mut proc = Proc::start_in(build, data.path(), env);
+        proc._data = Some(data);
+        proc
+    }
+
+    fn start_in(build: &Build, data: &Path, env: &[(&str, &str)]) -> Proc {
+        let mut child = server_command(&build.bin, data, "127.0.0.1:0", env)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", build.bin.display()));
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sink = log.clone();
+        // Drained for the server's whole life: a full pipe would stop it.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(rest.split(['"', ' ']).next().unwrap_or_default().to_owned());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let Ok(address) = rx.recv_timeout(Duration::from_secs(30)) else {
+            let _ = child.kill();
+            panic!("{} did not start:\n{}", build.label, log.lock().unwrap().join("\n"));
+        };
+        Proc { child, base: format!("http://{address}"), log, _data: None }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then waits (15 s at most, then SIGKILL).
+    fn terminate(mut self) {
+        terminate(&mut self.child);
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let log = self.log.lock().unwrap();
+        let panics: Vec<_> = log.iter().filter(|l| l.contains("panicked")).collect();
+        if !panics.is_empty() {
+            eprintln!("   the server logged a panic: {panics:?}");
+        }
+    }
+}
+
+fn terminate(child: &mut Child) {
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// CPU time of every thread of a process: thread id → nanoseconds on a CPU.
+#[derive(Clone, Debug, Default)]
+struct CpuSnap(HashMap<u32, u64>);
+
+impl CpuSnap {
+    fn read(pid: u32) -> CpuSnap {
+        let mut threads = HashMap::new();
+        let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return CpuSnap(threads);
+        };
+        for entry in dir.flatten() {
+            let Ok(tid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+                continue; // the thread just exited
+            };
+            if let Some(ns) = text.split_whitespace().next().and_then(|v| v.parse().ok()) {
+                threads.insert(tid, ns);
+            }
+        }
+        CpuSnap(threads)
+    }
+
+    fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// Milliseconds of CPU since `before`, over the threads alive now.
+    fn ms_since(&self, before: &CpuSnap) -> f64 {
+        let ns: u64 = self
+            .0
+            .iter()
+            .map(|(tid, now)| now.saturating_sub(before.0.get(tid).copied().unwrap_or(0)))
+            .sum();
+        ns as f64 / 1e6
+    }
+}
+
+/// Waits until the process's CPU counter has not moved for [`QUIET`] (at most [`SETTLE_CAP`])
+/// and returns the reading.
+async fn settle(pid: u32) -> CpuSnap {
+    let started = Instant::now();
+    let mut last = CpuSnap::read(pid);
+    let mut still_since = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let now = CpuSnap::read(pid);
+        if now.total() != last.total() {
+            still_since = Instant::now();
+        }
+        last = now;
+        if still_since.elapsed() >= QUIET || started.elapsed() >= SETTLE_CAP {
+            return last;
+        }
+    }
 }
 
 fn resident_mib(pid: u32) -> f64 {
@@ -57,155 +333,1013 @@ fn resident_mib(pid: u32) -> f64 {
     kib / 1024.0
 }
 
-/// An administrator with the fake model as provider and a conversation using it.
-async fn conversation(server: &Server, model: &FakeModel) -> (Tab, String) {
-    let mut tab = server.tab();
-    tab.register("root", PASSWORD).await;
-    let provider = tab
-        .post("/api/v1/admin/providers", json!({"name": "fake", "baseUrl": model.base_url()}))
-        .await;
-    let conversation = tab
-        .post(
-            "/api/v1/conversations",
-            json!({"title": "Bench", "providerId": provider.json["id"], "model": "fake-model"}),
-        )
-        .await;
-    assert_eq!(conversation.status, 201, "{conversation:?}");
-    (tab, conversation.json["id"].as_str().unwrap().to_owned())
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
-async fn until_end(events: &mut Events) -> Value {
-    loop {
-        let (name, data) = events.next().await;
-        if name == "end" {
-            return data;
+/// The `p` quantile (0..=1) by linear interpolation; NaN for no samples.
+fn quantile(samples: &[f64], p: f64) -> f64 {
+    let mut sorted = samples.to_vec();
+    sorted.retain(|v| v.is_finite());
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let at = (sorted.len() - 1) as f64 * p;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (at - lo as f64)
+}
+
+// ------------------------------------------------------------------------------------------------
+// The table
+
+/// Where a case sits in the table (the parts run in another order).
+const ORDER_PLAIN: u32 = 10;
+const ORDER_GATEWAY: u32 = 20;
+const ORDER_EVERYTHING: u32 = 21;
+const ORDER_CARD: u32 = 30;
+const ORDER_BOT: u32 = 40;
+const ORDER_CONCURRENT: u32 = 50;
+const ORDER_MCP_CLIENT: u32 = 60;
+const ORDER_FAN_OUT: u32 = 70;
+const ORDER_FAN_OUT_SPREAD: u32 = 71;
+const ORDER_SERVER: u32 = 80;
+const ORDER_FAILED: u32 = 90;
+
+#[derive(Clone, Debug)]
+enum Cell {
+    Ms(f64),
+    Us(f64),
+    Mib(f64),
+    PerSec(f64),
+    Ratio(f64),
+    Text(String),
+    None,
+}
+
+impl Cell {
+    fn number(&self) -> Option<f64> {
+        match self {
+            Cell::Ms(v) | Cell::Us(v) | Cell::Mib(v) | Cell::PerSec(v) | Cell::Ratio(v)
+                if v.is_finite() =>
+            {
+                Some(*v)
+            }
+            _ => None,
+        }
+    }
+
+    fn show(&self) -> String {
+        let n = |v: f64| {
+            if v.abs() >= 100.0 {
+                format!("{v:.0}")
+            } else if v.abs() >= 10.0 {
+                format!("{v:.1}")
+            } else {
+                format!("{v:.2}")
+            }
+        };
+        match (self, self.number()) {
+            (Cell::Text(t), _) => t.clone(),
+            (Cell::Ms(_), Some(v)) => format!("{} ms", n(v)),
+            (Cell::Us(_), Some(v)) => format!("{v:.0} µs"),
+            (Cell::Mib(_), Some(v)) => format!("{v:.1} MiB"),
+            (Cell::PerSec(_), Some(v)) => format!("{v:.1}/s"),
+            (Cell::Ratio(_), Some(v)) => format!("{v:.2}"),
+            _ => "–".into(),
         }
     }
 }
 
-/// Warnings only, but the line with the address the harness waits for (logging every request
-/// would be measured too).
-const QUIET_LOG: &str = "warn,llooma::serve=info";
-
-async fn per_turn_overhead() {
-    let peer = llooma_test_support::peers::gateway(None)
-        .expect("the MCP peers are not installed: run through `cargo xtask bench turns`");
-    let model = FakeModel::builder().log_requests(false).start().await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[
-            ("PROVIDER_ALLOWED_ORIGINS", &model.origin()),
-            ("MCP_ALLOWED_ORIGINS", &peer.origin()),
-            ("LLOOMA_LOG", QUIET_LOG),
-        ],
-    );
-    let (mut tab, id) = conversation(&server, &model).await;
-    let added =
-        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
-    let tool = added.json["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "home-assistant-turn_on")
-        .unwrap()["modelName"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
-        .await;
-    tab.send("PATCH", "/api/v1/consent", Some(json!({"mode": "rules"}))).await;
-    let rule = tab
-        .post(
-            "/api/v1/consent/rules",
-            json!({"serverId": added.json["server"]["id"], "tool": "home-assistant-turn_on", "arguments": {"entity_id": "any"}}),
-        )
-        .await;
-    assert_eq!(rule.status, 201, "{rule:?}");
-
-    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
-    let one_turn = async |tab: &mut Tab, events: &mut Events| {
-        model.push(Reply::tool_call(&tool, json!({"entity_id": "light.bench"})));
-        model.push(Reply::text("The light is on."));
-        let sent = tab
-            .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "light"}))
-            .await;
-        assert_eq!(sent.status, 202, "{sent:?}");
-        let end = until_end(events).await;
-        assert_eq!(end["state"], "done", "{end}");
-    };
-    for _ in 0..WARMUP_TURNS {
-        one_turn(&mut tab, &mut events).await;
-    }
-    let cpu_before = cpu_seconds(server.pid());
-    let started = Instant::now();
-    for _ in 0..TURNS {
-        one_turn(&mut tab, &mut events).await;
-    }
-    let wall = started.elapsed();
-    let cpu = cpu_seconds(server.pid()) - cpu_before;
-    eprintln!(
-        "per-turn overhead ({TURNS} turns, each: model → one MCP call allowed by a rule → model; \
-         zero-latency fake model, SQLite): server CPU {:.2} ms per turn; {:.1} turns/s one after \
-         another ({:.1} ms each, MCP server and HTTP included)",
-        cpu * 1000.0 / TURNS as f64,
-        TURNS as f64 / wall.as_secs_f64(),
-        wall.as_secs_f64() * 1000.0 / TURNS as f64,
-    );
+#[derive(Clone, Debug)]
+struct Line {
+    order: u32,
+    case: String,
+    figure: String,
+    /// One per build, in the order of [`builds`].
+    cells: Vec<Cell>,
 }
 
-async fn fan_out() {
-    let model = FakeModel::builder().log_requests(false).start().await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("LLOOMA_LOG", QUIET_LOG)],
-    );
-    let (mut tab, id) = conversation(&server, &model).await;
-    let path = format!("/api/v1/conversations/{id}/events");
-    let mut watchers = Vec::with_capacity(WATCHERS);
-    for _ in 0..WATCHERS {
-        // Each watcher is its own connection, like a tab.
-        let mut own = Tab::new(&tab.base);
-        own.cookie = tab.cookie.clone();
-        watchers.push(Events::open(&own, &path, None).await);
+impl Line {
+    fn new(order: u32, case: &str, figure: &str, cells: Vec<Cell>) -> Line {
+        Line { order, case: case.to_owned(), figure: figure.to_owned(), cells }
     }
-    let idle_rss = resident_mib(server.pid());
-    for round in 1..=3 {
-        model.push(Reply::text("word ".repeat(DELTAS)).chunks(DELTAS));
-        let cpu_before = cpu_seconds(server.pid());
-        let started = Instant::now();
-        tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "go"})).await;
-        let tasks: Vec<_> = watchers
-            .drain(..)
-            .map(|mut events| {
-                tokio::spawn(async move {
-                    let mut deltas = 0;
-                    loop {
-                        let (name, _) = events.next_within(Duration::from_secs(60)).await;
-                        match name.as_str() {
-                            "text" => deltas += 1,
-                            "end" => return (events, deltas),
-                            _ => {}
-                        }
-                    }
-                })
+
+    fn shown(&self, builds: &[Build]) -> String {
+        builds
+            .iter()
+            .zip(&self.cells)
+            .map(|(b, c)| format!("{} {}", b.label, c.show()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Lines for the same figure of every build: `f` makes the cell of one build.
+fn line(order: u32, case: &str, figure: &str, n: usize, f: impl Fn(usize) -> Cell) -> Line {
+    Line::new(order, case, figure, (0..n).map(f).collect())
+}
+
+/// p50 and p90 of wall time and of server CPU, per build, from (wall ms, cpu ms) samples.
+fn turn_lines(order: u32, case: &str, samples: &[Vec<(f64, f64)>], what: &str) -> Vec<Line> {
+    let n = samples.len();
+    let walls: Vec<Vec<f64>> = samples.iter().map(|s| s.iter().map(|x| x.0).collect()).collect();
+    let cpus: Vec<Vec<f64>> = samples.iter().map(|s| s.iter().map(|x| x.1).collect()).collect();
+    let count = samples.first().map_or(0, Vec::len);
+    vec![
+        line(order, case, &format!("wall, {what}, p50 (n={count})"), n, |b| {
+            Cell::Ms(quantile(&walls[b], 0.5))
+        }),
+        line(order, case, &format!("wall, {what}, p90"), n, |b| Cell::Ms(quantile(&walls[b], 0.9))),
+        line(order, case, "server CPU per turn, p50", n, |b| Cell::Ms(quantile(&cpus[b], 0.5))),
+        line(order, case, "server CPU per turn, p90", n, |b| Cell::Ms(quantile(&cpus[b], 0.9))),
+    ]
+}
+
+fn skipped(order: u32, case: &str, why: &str, n: usize) -> Vec<Line> {
+    vec![line(order, case, why, n, |_| Cell::None)]
+}
+
+fn print_table(builds: &[Build], mut lines: Vec<Line>, took: Duration) {
+    lines.sort_by_key(|l| l.order);
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\n`cargo xtask bench turns`: release binaries on SQLite (tmpfs), zero-latency fake \
+         model, {} cores; wall and server CPU per turn unless said; {MEASURED} measured turns \
+         after {WARMUP} warm-up per single-turn row{}; took {:.0} s.\n\n",
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        if builds.len() > 1 { ", the binaries alternating" } else { "" },
+        took.as_secs_f64()
+    ));
+    let mut header = String::from("| case | figure |");
+    let mut rule = String::from("|---|---|");
+    for b in builds {
+        header.push_str(&format!(" {} |", b.label));
+        rule.push_str("---:|");
+    }
+    if builds.len() == 2 {
+        header.push_str(" current ÷ baseline |");
+        rule.push_str("---:|");
+    }
+    out.push_str(&header);
+    out.push('\n');
+    out.push_str(&rule);
+    out.push('\n');
+    let mut previous_case = String::new();
+    for l in &lines {
+        let case = if l.case == previous_case { String::new() } else { l.case.clone() };
+        previous_case = l.case.clone();
+        out.push_str(&format!("| {case} | {} |", l.figure));
+        for c in &l.cells {
+            out.push_str(&format!(" {} |", c.show()));
+        }
+        if builds.len() == 2 {
+            let ratio = match (l.cells[0].number(), l.cells[1].number()) {
+                (Some(b), Some(c)) if b != 0.0 => format!("{:.2}", c / b),
+                _ => String::new(),
+            };
+            out.push_str(&format!(" {ratio} |"));
+        }
+        out.push('\n');
+    }
+    println!("{out}");
+}
+
+// ------------------------------------------------------------------------------------------------
+// A server with an administrator and the fake model
+
+struct Rig {
+    proc: Proc,
+    model: FakeModel,
+    tab: Tab,
+    provider: String,
+    /// The approval cards' stream, for a row that answers cards.
+    cards: Option<Events>,
+}
+
+impl Rig {
+    async fn start(build: &Build, env: &[(&str, &str)], fallback: Fallback) -> Rig {
+        let model =
+            FakeModel::builder().log_requests(false).fallback(fallback).start().await.unwrap();
+        let origin = model.origin();
+        let mut all = vec![("PROVIDER_ALLOWED_ORIGINS", origin.as_str())];
+        all.extend_from_slice(env);
+        let proc = Proc::start(build, &all);
+        let mut tab = Tab::new(&proc.base);
+        let registered = tab.register("root", PASSWORD).await;
+        assert_eq!(registered.status, 201, "{registered:?}");
+        let provider = tab
+            .post("/api/v1/admin/providers", json!({"name": "fake", "baseUrl": model.base_url()}))
+            .await;
+        assert_eq!(provider.status, 201, "{provider:?}");
+        let provider = provider.json["id"].as_str().unwrap().to_owned();
+        Rig { proc, model, tab, provider, cards: None }
+    }
+
+    /// Another tab of the same person.
+    fn tab(&self) -> Tab {
+        same_person(&self.tab)
+    }
+
+    async fn conversation(&mut self, mcp: bool) -> String {
+        let created = self
+            .tab
+            .post(
+                "/api/v1/conversations",
+                json!({"title": "Bench", "providerId": self.provider, "model": "fake-model"}),
+            )
+            .await;
+        assert_eq!(created.status, 201, "{created:?}");
+        let id = created.json["id"].as_str().unwrap().to_owned();
+        if mcp {
+            let patched = self
+                .tab
+                .send(
+                    "PATCH",
+                    &format!("/api/v1/conversations/{id}"),
+                    Some(json!({"mcpEnabled": true})),
+                )
+                .await;
+            assert_eq!(patched.status, 200, "{patched:?}");
+        }
+        id
+    }
+
+    /// Adds an MCP server; returns its id and its tools' model-facing names by tool name.
+    async fn add_mcp(&mut self, label: &str, url: &str) -> (String, HashMap<String, String>) {
+        let added =
+            self.tab.post("/api/v1/mcp/servers", json!({"label": label, "address": url})).await;
+        assert_eq!(added.status, 201, "{added:?}");
+        let names = added.json["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().to_owned(),
+                    t["modelName"].as_str().unwrap().to_owned(),
+                )
             })
             .collect();
-        for task in tasks {
-            let (events, deltas) = task.await.unwrap();
-            assert_eq!(deltas, DELTAS, "a watcher missed deltas");
-            watchers.push(events);
+        (added.json["server"]["id"].as_str().unwrap().to_owned(), names)
+    }
+
+    /// Permission mode "rules" and a rule allowing `tool` with any value of `argument`.
+    async fn allow(&mut self, server_id: &str, tool: &str, argument: &str) {
+        let mode = self.tab.send("PATCH", "/api/v1/consent", Some(json!({"mode": "rules"}))).await;
+        assert_eq!(mode.status, 200, "{mode:?}");
+        let rule = self
+            .tab
+            .post(
+                "/api/v1/consent/rules",
+                json!({"serverId": server_id, "tool": tool, "arguments": {argument: "any"}}),
+            )
+            .await;
+        assert_eq!(rule.status, 201, "{rule:?}");
+    }
+
+    async fn open_cards(&mut self) {
+        let mut cards = Events::open(&self.tab, "/api/v1/approvals/events", None).await;
+        assert_eq!(cards.next().await.0, "pending");
+        self.cards = Some(cards);
+    }
+}
+
+/// Another tab of the same person: the same session, its own connections.
+fn same_person(tab: &Tab) -> Tab {
+    Tab {
+        base: tab.base.clone(),
+        http: tab.http.clone(),
+        cookie: tab.cookie.clone(),
+        csrf: tab.csrf.clone(),
+        origin: tab.origin.clone(),
+    }
+}
+
+/// What a measured turn does.
+#[derive(Clone, Debug)]
+enum Kind {
+    Plain,
+    /// The model calls this tool (allowed without a card), then answers.
+    Tool {
+        name: String,
+        arguments: Value,
+    },
+    /// The model calls this tool, a card goes up, the bench answers `allow`.
+    Card {
+        name: String,
+        arguments: Value,
+    },
+}
+
+/// One conversation with a tab watching it.
+struct Conv {
+    id: String,
+    events: Events,
+    kind: Kind,
+}
+
+impl Conv {
+    async fn open(rig: &mut Rig, kind: Kind) -> Conv {
+        let id = rig.conversation(!matches!(kind, Kind::Plain)).await;
+        let events =
+            Events::open(&rig.tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+        Conv { id, events, kind }
+    }
+}
+
+/// Reads events until `end`: (its data, the steps, the text).
+async fn until_end(events: &mut Events, limit: Duration) -> (Value, Vec<Value>, String) {
+    let mut steps = Vec::new();
+    let mut text = String::new();
+    loop {
+        let (name, data) = events.next_within(limit).await;
+        match name.as_str() {
+            "end" => return (data, steps, text),
+            "step" => steps.push(data),
+            "text" => text.push_str(data["delta"].as_str().unwrap_or_default()),
+            _ => {}
         }
-        let wall = started.elapsed();
-        let cpu = cpu_seconds(server.pid()) - cpu_before;
-        eprintln!(
-            "SSE fan-out, run {round}: one turn of {DELTAS} deltas to {WATCHERS} watching tabs: \
-             all saw the end after {:.0} ms; server CPU {:.0} ms; resident {:.1} MiB (idle with \
-             the tabs connected {idle_rss:.1} MiB)",
-            wall.as_secs_f64() * 1000.0,
-            cpu * 1000.0,
-            resident_mib(server.pid()),
+    }
+}
+
+/// One turn: (wall ms from the POST to `end`, server CPU ms).
+async fn one_turn(rig: &mut Rig, conv: &mut Conv) -> (f64, f64) {
+    match &conv.kind {
+        Kind::Plain => rig.model.push(Reply::text(PLAIN_TEXT).chunks(PLAIN_DELTAS)),
+        Kind::Tool { name, arguments } | Kind::Card { name, arguments } => {
+            rig.model.push(Reply::tool_call(name, arguments.clone()));
+            rig.model.push(Reply::text("Done, the light is on."));
+        }
+    }
+    let pid = rig.proc.pid();
+    let before = CpuSnap::read(pid);
+    let started = Instant::now();
+    let sent = rig
+        .tab
+        .post(&format!("/api/v1/conversations/{}/messages", conv.id), json!({"content": "go"}))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    if matches!(conv.kind, Kind::Card { .. }) {
+        let cards = rig.cards.as_mut().expect("the cards' stream");
+        let card = loop {
+            let (name, data) = cards.next().await;
+            if name == "appeared" {
+                break data["card"]["id"].as_str().unwrap().to_owned();
+            }
+        };
+        let answered = rig
+            .tab
+            .post(&format!("/api/v1/approvals/{card}/answer"), json!({"choice": "allow"}))
+            .await;
+        assert_eq!(answered.status, 200, "{answered:?}");
+    }
+    let (end, steps, _) = until_end(&mut conv.events, Duration::from_secs(10)).await;
+    let wall = started.elapsed();
+    assert_eq!(end["state"], "done", "{end}");
+    if !matches!(conv.kind, Kind::Plain) {
+        let step = steps.last().expect("the tool call's step");
+        assert_eq!(step["state"], "allowed", "the tool call did not go through: {step}");
+    }
+    let after = settle(pid).await;
+    (ms(wall), after.ms_since(&before))
+}
+
+/// Runs `WARMUP + MEASURED` rounds; in each, every (rig, conversation) pair of every build has one
+/// turn, the builds alternating. Returns the samples per pair, per build.
+async fn alternate(
+    rigs: &mut [Rig],
+    convs: &mut [Vec<Conv>],
+    rounds: usize,
+) -> Vec<Vec<Vec<(f64, f64)>>> {
+    let n = rigs.len();
+    let per = convs[0].len();
+    let mut samples = vec![vec![Vec::new(); n]; per];
+    for i in 0..rounds {
+        for b in order(i, n) {
+            for (c, conv) in convs[b].iter_mut().enumerate() {
+                let sample = one_turn(&mut rigs[b], conv).await;
+                if i >= WARMUP {
+                    samples[c][b].push(sample);
+                }
+            }
+        }
+    }
+    samples
+}
+
+// ------------------------------------------------------------------------------------------------
+// The parts
+
+async fn start_and_idle(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let case = "server";
+    // An existing database with an account, as a restart finds it.
+    let mut dirs = Vec::new();
+    for build in &builds {
+        let dir = data_dir();
+        let proc = Proc::start_in(build, dir.path(), &[]);
+        let mut tab = Tab::new(&proc.base);
+        assert_eq!(tab.register("root", PASSWORD).await.status, 201);
+        proc.terminate();
+        dirs.push(dir);
+    }
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut ready = vec![Vec::new(); n];
+    let mut idle = vec![Vec::new(); n];
+    for i in 0..STARTS {
+        for b in order(i, n) {
+            let port = llooma_test_support::peers::free_port();
+            let started = Instant::now();
+            let mut child =
+                server_command(&builds[b].bin, dirs[b].path(), &format!("127.0.0.1:{port}"), &[])
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .unwrap();
+            let url = format!("http://127.0.0.1:{port}/readyz");
+            loop {
+                if http.get(&url).send().await.is_ok_and(|r| r.status() == 200) {
+                    break;
+                }
+                assert!(started.elapsed() < Duration::from_secs(30), "not ready within 30 s");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            ready[b].push(ms(started.elapsed()));
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            idle[b].push(resident_mib(child.id()));
+            terminate(&mut child);
+        }
+    }
+    vec![
+        line(
+            ORDER_SERVER,
+            case,
+            &format!("start to ready (spawn → `/readyz` 200, existing database), p50 of {STARTS}"),
+            n,
+            |b| Cell::Ms(quantile(&ready[b], 0.5)),
+        ),
+        line(ORDER_SERVER, case, "idle resident memory, 1 s after ready, p50", n, |b| {
+            Cell::Mib(quantile(&idle[b], 0.5))
+        }),
+    ]
+}
+
+async fn plain(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let mut rigs = Vec::new();
+    let mut convs = Vec::new();
+    for build in &builds {
+        let mut rig = Rig::start(build, &[], Fallback::Error).await;
+        convs.push(vec![Conv::open(&mut rig, Kind::Plain).await]);
+        rigs.push(rig);
+    }
+    let samples = alternate(&mut rigs, &mut convs, WARMUP + MEASURED).await;
+    // More turns, unmeasured, until the server has run RSS_AFTER_TURNS.
+    for i in 0..RSS_AFTER_TURNS - WARMUP - MEASURED {
+        for b in order(i, n) {
+            one_turn(&mut rigs[b], &mut convs[b][0]).await;
+        }
+    }
+    let rss: Vec<f64> = rigs.iter().map(|r| resident_mib(r.proc.pid())).collect();
+    let case = format!("1. plain turn (no tools, {PLAIN_DELTAS} deltas)");
+    let mut lines = turn_lines(ORDER_PLAIN, &case, &samples[0], "POST → `end`");
+    lines.push(line(
+        ORDER_SERVER + 1,
+        "server",
+        &format!("resident memory after {RSS_AFTER_TURNS} plain turns"),
+        n,
+        |b| Cell::Mib(rss[b]),
+    ));
+    lines
+}
+
+async fn gateway(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let mcp_case = "2. one MCP call, Python `mcp` SDK (gateway peer), allowed by a rule";
+    let card_case = "3. one MCP call put on an approval card, answered `allow` by the client";
+    let Some(peer) = llooma_test_support::peers::gateway(None) else {
+        let mut lines = skipped(ORDER_GATEWAY, mcp_case, "skipped: LLOOMA_PYTHON not set", n);
+        lines.extend(skipped(ORDER_CARD, card_case, "skipped: LLOOMA_PYTHON not set", n));
+        return lines;
+    };
+    let mut rigs = Vec::new();
+    let mut convs = Vec::new();
+    for build in &builds {
+        let origin = peer.origin();
+        let mut rig = Rig::start(build, &[("MCP_ALLOWED_ORIGINS", &origin)], Fallback::Error).await;
+        let (server, names) = rig.add_mcp("hub", &peer.url()).await;
+        rig.allow(&server, "home-assistant-turn_on", "entity_id").await;
+        rig.open_cards().await;
+        let arguments = json!({"entity_id": "light.bench"});
+        let allowed = Kind::Tool {
+            name: names["home-assistant-turn_on"].clone(),
+            arguments: arguments.clone(),
+        };
+        let carded = Kind::Card { name: names["home-assistant-turn_off"].clone(), arguments };
+        convs.push(vec![Conv::open(&mut rig, allowed).await, Conv::open(&mut rig, carded).await]);
+        rigs.push(rig);
+    }
+    let samples = alternate(&mut rigs, &mut convs, WARMUP + MEASURED).await;
+    let mut lines = turn_lines(ORDER_GATEWAY, mcp_case, &samples[0], "POST → `end`");
+    lines.extend(turn_lines(
+        ORDER_CARD,
+        card_case,
+        &samples[1],
+        "POST → `end`, the answer included",
+    ));
+    lines
+}
+
+async fn everything(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let case = "2. one MCP call, npm server-everything (`echo`), allowed by a rule";
+    let Some(peer) = llooma_test_support::peers::everything() else {
+        return skipped(ORDER_EVERYTHING, case, "skipped: LLOOMA_NPM_PEERS not set", n);
+    };
+    let mut rigs = Vec::new();
+    let mut convs = Vec::new();
+    for build in &builds {
+        let origin = peer.origin();
+        let mut rig = Rig::start(build, &[("MCP_ALLOWED_ORIGINS", &origin)], Fallback::Error).await;
+        let (server, names) = rig.add_mcp("everything", &peer.url()).await;
+        rig.allow(&server, "echo", "message").await;
+        let kind =
+            Kind::Tool { name: names["echo"].clone(), arguments: json!({"message": "bench"}) };
+        convs.push(vec![Conv::open(&mut rig, kind).await]);
+        rigs.push(rig);
+    }
+    let samples = alternate(&mut rigs, &mut convs, WARMUP + MEASURED).await;
+    turn_lines(ORDER_EVERYTHING, case, &samples[0], "POST → `end`")
+}
+
+/// The fake model's own round trip for a short streamed answer, median of 30.
+async fn model_round_trip_ms(model: &FakeModel) -> f64 {
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut times = Vec::new();
+    for _ in 0..30 {
+        let started = Instant::now();
+        let body = json!({"model": "fake-model", "stream": true,
+            "messages": [{"role": "user", "content": "Ann Lee (@ann): @bot question"}]});
+        let response = http
+            .post(format!("{}/chat/completions", model.base_url()))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let _ = response.bytes().await.unwrap();
+        times.push(ms(started.elapsed()));
+    }
+    quantile(&times, 0.5)
+}
+
+fn chrono_ms(d: chrono::TimeDelta) -> f64 {
+    d.num_microseconds().unwrap_or(0) as f64 / 1000.0
+}
+
+async fn bot(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let chat = FakeChatto::start().await.unwrap();
+    let ann = chat.add_person("ann", "Ann Lee");
+    let chat_origin = chat.origin();
+    let mut rigs = Vec::new();
+    let mut bots = Vec::new();
+    for (b, build) in builds.iter().enumerate() {
+        let rig = Rig::start(
+            build,
+            &[("BOT_ALLOWED_ORIGINS", &chat_origin), ("LLOOMA_BOT_POLL_SECS", "1")],
+            Fallback::Echo { chunk_delay_ms: 0 },
+        )
+        .await;
+        let login = format!("bot{b}");
+        let fake =
+            chat.add_bot(&login, &format!("Bot {b}"), BotStyle::IsBotFlag, &ALL_BOT_PERMISSIONS);
+        let room = chat.add_channel(&format!("room{b}"), &[&fake.id, &ann]);
+        let mut tab = rig.tab();
+        let added = tab
+            .post(
+                "/api/v1/bots",
+                json!({"address": chat_origin, "apiKey": fake.key, "providerId": rig.provider,
+                       "model": "fake-model", "context": {"mode": "calling_message"}}),
+            )
+            .await;
+        assert_eq!(added.status, 201, "{added:?}");
+        bots.push((login, fake.id, room));
+        rigs.push(rig);
+    }
+    // Every poller has started.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bots.iter().any(|(_, id, _)| chat.list_times(id).len() < 2) {
+        assert!(Instant::now() < deadline, "the bots did not start polling");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let model_ms: Vec<f64> = {
+        let mut v = Vec::new();
+        let models: Vec<&FakeModel> = rigs.iter().map(|r| &r.model).collect();
+        for model in models {
+            v.push(model_round_trip_ms(model).await);
+        }
+        v
+    };
+    let mut overhead = vec![Vec::new(); n];
+    let mut cpu = vec![Vec::new(); n];
+    let poll = chrono::TimeDelta::from_std(BOT_POLL).unwrap();
+    for i in 0..WARMUP + MEASURED {
+        for b in order(i, n) {
+            let (login, bot_id, room) = &bots[b];
+            let pid = rigs[b].proc.pid();
+            // Mention just before the next poll is due, so the bench does not wait a whole
+            // interval for each (the wait is not measured either way).
+            let last = *chat.list_times(bot_id).last().unwrap();
+            let mut next = last + poll;
+            while next - Utc::now() < chrono::TimeDelta::milliseconds(40) {
+                next += poll;
+            }
+            let lead = (next - Utc::now() - chrono::TimeDelta::milliseconds(25))
+                .to_std()
+                .unwrap_or_default();
+            tokio::time::sleep(lead).await;
+            let before = CpuSnap::read(pid);
+            let at: DateTime<Utc> = Utc::now();
+            let event = chat.post(room, &ann, &format!("@{login} question {i}"), at);
+            chat.notify(bot_id, SignalKind::DirectMentionReceived, room, &event, at);
+            let deadline = Instant::now() + Duration::from_secs(15);
+            let posted = loop {
+                let calls = chat.create_message_calls();
+                if let Some(call) = calls
+                    .iter()
+                    .find(|c| c.in_reply_to.as_deref() == Some(&event) && c.refused.is_none())
+                {
+                    break call.at;
+                }
+                assert!(Instant::now() < deadline, "bot {b} did not answer mention {i}");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            };
+            let after = settle(pid).await;
+            let picked = chat.list_times(bot_id).into_iter().find(|t| *t >= at).unwrap();
+            if i >= WARMUP {
+                overhead[b].push(chrono_ms(posted - picked) - model_ms[b]);
+                cpu[b].push(after.ms_since(&before));
+            }
+        }
+    }
+    let case = "4. bot reply (Chatto fake, polled every 1 s)";
+    vec![
+        line(
+            ORDER_BOT,
+            case,
+            &format!(
+                "poll that saw the mention → post, model round trip subtracted, p50 (n={MEASURED})"
+            ),
+            n,
+            |b| Cell::Ms(quantile(&overhead[b], 0.5)),
+        ),
+        line(ORDER_BOT, case, "poll → post, model subtracted, p90", n, |b| {
+            Cell::Ms(quantile(&overhead[b], 0.9))
+        }),
+        line(ORDER_BOT, case, "server CPU per reply (its poll included), p50", n, |b| {
+            Cell::Ms(quantile(&cpu[b], 0.5))
+        }),
+        line(ORDER_BOT, case, "server CPU per reply, p90", n, |b| Cell::Ms(quantile(&cpu[b], 0.9))),
+        line(ORDER_BOT, case, "fake model round trip subtracted (p50 of 30)", n, |b| {
+            Cell::Ms(model_ms[b])
+        }),
+    ]
+}
+
+/// What a loaded round measured.
+#[derive(Debug, Default, Clone)]
+struct Round {
+    /// From the first POST until every tab saw its `end`.
+    total_ms: f64,
+    /// Per turn: its POST → its tab's `end`.
+    walls: Vec<f64>,
+    cpu_ms: f64,
+    rss_mib: f64,
+    all_received: bool,
+}
+
+/// What a loaded round needs of a rig (all `Sync`, unlike the rig's event streams).
+#[derive(Clone, Copy)]
+struct Loaded<'a> {
+    model: &'a FakeModel,
+    person: &'a Tab,
+    pid: u32,
+}
+
+impl Loaded<'_> {
+    fn of(rig: &Rig) -> Loaded<'_> {
+        Loaded { model: &rig.model, person: &rig.tab, pid: rig.proc.pid() }
+    }
+}
+
+fn long_answer() -> String {
+    "word ".repeat(DELTAS)
+}
+
+/// Opens one event stream per conversation id (`ids` may repeat one id), each on its own
+/// connection.
+async fn open_tabs(person: &Tab, ids: &[String]) -> Vec<Events> {
+    let opening: Vec<_> = ids
+        .iter()
+        .map(|id| {
+            let tab = same_person(person);
+            let path = format!("/api/v1/conversations/{id}/events");
+            async move { Events::open(&tab, &path, None).await }
+        })
+        .collect();
+    futures::stream::iter(opening).buffered(32).collect().await
+}
+
+/// Reads one tab's stream until `end`: whether it got the whole answer.
+async fn watch(mut events: Events, expected: Arc<String>) -> (Events, bool, Instant) {
+    let (end, _, text) = until_end(&mut events, Duration::from_secs(120)).await;
+    let ok = end["state"] == "done" && text.trim() == expected.trim();
+    (events, ok, Instant::now())
+}
+
+/// One turn in each of `conversations` at once, each watched by one tab.
+async fn spread_round(on: Loaded<'_>, conversations: &[String]) -> Round {
+    let Loaded { model, person, pid } = on;
+    let tabs = open_tabs(person, conversations).await;
+    let expected = Arc::new(long_answer());
+    for _ in conversations {
+        model.push(Reply::text(long_answer()).chunks(DELTAS));
+    }
+    let before = settle(pid).await;
+    let started = Instant::now();
+    let turns: Vec<_> = conversations
+        .iter()
+        .zip(tabs)
+        .map(|(id, events)| {
+            let mut tab = same_person(person);
+            let path = format!("/api/v1/conversations/{id}/messages");
+            let expected = expected.clone();
+            tokio::spawn(async move {
+                let posted = Instant::now();
+                let sent = tab.post(&path, json!({"content": "go"})).await;
+                assert_eq!(sent.status, 202, "{sent:?}");
+                let (events, ok, ended) = watch(events, expected).await;
+                (events, ok, ms(ended - posted))
+            })
+        })
+        .collect();
+    let mut kept = Vec::new();
+    let mut round = Round { all_received: true, ..Round::default() };
+    for turn in turns {
+        let (events, ok, wall) = turn.await.unwrap();
+        round.all_received &= ok;
+        round.walls.push(wall);
+        kept.push(events);
+    }
+    round.total_ms = ms(started.elapsed());
+    round.cpu_ms = settle(pid).await.ms_since(&before);
+    round.rss_mib = resident_mib(pid);
+    drop(kept);
+    round
+}
+
+/// One turn in one conversation watched by `TABS` tabs.
+async fn fan_out_round(on: Loaded<'_>, conversation: &str) -> Round {
+    let Loaded { model, person, pid } = on;
+    let ids = vec![conversation.to_owned(); TABS];
+    let tabs = open_tabs(person, &ids).await;
+    let expected = Arc::new(long_answer());
+    model.push(Reply::text(long_answer()).chunks(DELTAS));
+    let before = settle(pid).await;
+    let started = Instant::now();
+    let mut tab = same_person(person);
+    let watchers: Vec<_> =
+        tabs.into_iter().map(|events| tokio::spawn(watch(events, expected.clone()))).collect();
+    let sent = tab
+        .post(&format!("/api/v1/conversations/{conversation}/messages"), json!({"content": "go"}))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let mut kept = Vec::new();
+    let mut round = Round { all_received: true, ..Round::default() };
+    for watcher in watchers {
+        let (events, ok, ended) = watcher.await.unwrap();
+        round.all_received &= ok;
+        round.walls.push(ms(ended - started));
+        kept.push(events);
+    }
+    round.total_ms = ms(started.elapsed());
+    round.cpu_ms = settle(pid).await.ms_since(&before);
+    round.rss_mib = resident_mib(pid);
+    drop(kept);
+    round
+}
+
+async fn loaded_rigs(builds: &[Build], conversations: usize) -> (Vec<Rig>, Vec<Vec<String>>) {
+    let mut rigs = Vec::new();
+    let mut ids = Vec::new();
+    for build in builds {
+        let rig = Rig::start(build, &[], Fallback::Error).await;
+        let person = same_person(&rig.tab);
+        let made: Vec<String> = futures::stream::iter((0..conversations).map(|_| {
+            let mut tab = same_person(&person);
+            let provider = rig.provider.clone();
+            async move {
+                let created = tab
+                    .post(
+                        "/api/v1/conversations",
+                        json!({"title": "Bench", "providerId": provider, "model": "fake-model"}),
+                    )
+                    .await;
+                assert_eq!(created.status, 201, "{created:?}");
+                created.json["id"].as_str().unwrap().to_owned()
+            }
+        }))
+        .buffered(8)
+        .collect()
+        .await;
+        ids.push(made);
+        rigs.push(rig);
+    }
+    (rigs, ids)
+}
+
+fn yes_no(rounds: &[Vec<Round>], b: usize) -> Cell {
+    Cell::Text(if rounds[b].iter().all(|r| r.all_received) { "yes" } else { "no" }.into())
+}
+
+async fn concurrent(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let (rigs, ids) = loaded_rigs(&builds, CONCURRENT).await;
+    // A warm-up round, then the measured one.
+    let mut rounds = vec![Vec::new(); n];
+    for i in 0..2 {
+        for b in order(i, n) {
+            let round = spread_round(Loaded::of(&rigs[b]), &ids[b]).await;
+            if i > 0 {
+                rounds[b].push(round);
+            }
+        }
+    }
+    let r = |b: usize| &rounds[b][0];
+    let case =
+        format!("5. {CONCURRENT} conversations at once, {DELTAS} deltas each, a tab on each");
+    vec![
+        line(
+            ORDER_CONCURRENT,
+            &case,
+            "turns per second (all POSTs at once → last `end`)",
+            n,
+            |b| Cell::PerSec(CONCURRENT as f64 / (r(b).total_ms / 1000.0)),
+        ),
+        line(ORDER_CONCURRENT, &case, "wall per turn, POST → its `end`, p50", n, |b| {
+            Cell::Ms(quantile(&r(b).walls, 0.5))
+        }),
+        line(ORDER_CONCURRENT, &case, "wall per turn, p90", n, |b| {
+            Cell::Ms(quantile(&r(b).walls, 0.9))
+        }),
+        line(
+            ORDER_CONCURRENT,
+            &case,
+            &format!("server CPU per turn (total ÷ {CONCURRENT})"),
+            n,
+            |b| Cell::Ms(r(b).cpu_ms / CONCURRENT as f64),
+        ),
+        line(ORDER_CONCURRENT, &case, "all deltas received", n, |b| yes_no(&rounds, b)),
+    ]
+}
+
+async fn fan_out(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let (rigs, ids) = loaded_rigs(&builds, 1).await;
+    // A warm-up round, then two measured ones.
+    let mut rounds = vec![Vec::new(); n];
+    for i in 0..3 {
+        for b in order(i, n) {
+            let round = fan_out_round(Loaded::of(&rigs[b]), &ids[b][0]).await;
+            if i > 0 {
+                rounds[b].push(round);
+            }
+        }
+    }
+    let median = |b: usize, f: fn(&Round) -> f64| {
+        quantile(&rounds[b].iter().map(f).collect::<Vec<_>>(), 0.5)
+    };
+    let case = format!("7. {TABS} tabs on one conversation (one turn, {DELTAS} deltas)");
+    vec![
+        line(ORDER_FAN_OUT, &case, "POST → every tab saw `end` (median of 2 rounds)", n, |b| {
+            Cell::Ms(median(b, |r| r.total_ms))
+        }),
+        line(ORDER_FAN_OUT, &case, "server CPU for the turn", n, |b| {
+            Cell::Ms(median(b, |r| r.cpu_ms))
+        }),
+        line(ORDER_FAN_OUT, &case, &format!("resident memory with {TABS} tabs"), n, |b| {
+            Cell::Mib(median(b, |r| r.rss_mib))
+        }),
+        line(ORDER_FAN_OUT, &case, "all deltas received", n, |b| yes_no(&rounds, b)),
+    ]
+}
+
+async fn fan_out_spread(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let (rigs, ids) = loaded_rigs(&builds, TABS).await;
+    let mut rounds = vec![Vec::new(); n];
+    for b in order(0, n) {
+        rounds[b].push(spread_round(Loaded::of(&rigs[b]), &ids[b]).await);
+    }
+    let r = |b: usize| &rounds[b][0];
+    let case = format!("7. {TABS} tabs on {TABS} conversations (a turn each, {DELTAS} deltas)");
+    vec![
+        line(
+            ORDER_FAN_OUT_SPREAD,
+            &case,
+            "all POSTs at once → every tab saw its `end`",
+            n,
+            |b| Cell::Ms(r(b).total_ms),
+        ),
+        line(ORDER_FAN_OUT_SPREAD, &case, "server CPU, all turns", n, |b| Cell::Ms(r(b).cpu_ms)),
+        line(
+            ORDER_FAN_OUT_SPREAD,
+            &case,
+            &format!("server CPU per turn (total ÷ {TABS})"),
+            n,
+            |b| Cell::Ms(r(b).cpu_ms / TABS as f64),
+        ),
+        line(ORDER_FAN_OUT_SPREAD, &case, &format!("resident memory with {TABS} tabs"), n, |b| {
+            Cell::Mib(r(b).rss_mib)
+        }),
+        line(ORDER_FAN_OUT_SPREAD, &case, "all deltas received", n, |b| yes_no(&rounds, b)),
+    ]
+}
+
+/// Row 6, from the lines `llooma-mcp-client`'s `call_ratio` bench printed (xtask ran it, once or
+/// more per build, and passes them in `LLOOMA_BENCH_MCP_CALL` / `LLOOMA_BENCH_MCP_CALL_BASELINE`).
+fn mcp_client_lines(builds: &[Build]) -> Vec<Line> {
+    let n = builds.len();
+    let case = "6. MCP client `tools/call`, local rmcp server (in process, TCP_NODELAY)";
+    let var = |b: usize| {
+        if n == 2 && b == 0 { "LLOOMA_BENCH_MCP_CALL_BASELINE" } else { "LLOOMA_BENCH_MCP_CALL" }
+    };
+    // Per build: the runs, each key → value.
+    let runs: Vec<Vec<HashMap<String, f64>>> = (0..n)
+        .map(|b| {
+            std::env::var(var(b))
+                .unwrap_or_default()
+                .split([';', '\n'])
+                .map(str::trim)
+                .filter(|l| l.starts_with("call_ratio "))
+                .map(|l| {
+                    l.split_whitespace()
+                        .filter_map(|kv| kv.split_once('='))
+                        .filter_map(|(k, v)| Some((k.to_owned(), v.parse().ok()?)))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    if runs.iter().all(Vec::is_empty) {
+        return skipped(
+            ORDER_MCP_CLIENT,
+            case,
+            "not run (run through `cargo xtask bench turns`)",
+            n,
         );
     }
+    let median = |b: usize, key: &str| {
+        quantile(&runs[b].iter().filter_map(|r| r.get(key).copied()).collect::<Vec<_>>(), 0.5)
+    };
+    let ratio = |b: usize, ours: &str, bare: &str| {
+        let per_run: Vec<f64> =
+            runs[b].iter().filter_map(|r| Some(r.get(ours)? / r.get(bare)?)).collect();
+        quantile(&per_run, 0.5)
+    };
+    let runs_count = runs.last().map_or(0, Vec::len);
+    vec![
+        line(
+            ORDER_MCP_CLIENT,
+            case,
+            &format!(
+                "ours, one call as a turn makes it (`McpClient::call_tool`: connect, call, close), p50 (median of {runs_count} runs)"
+            ),
+            n,
+            |b| Cell::Us(median(b, "oneshot_ours_p50_us")),
+        ),
+        line(
+            ORDER_MCP_CLIENT,
+            case,
+            "bare rmcp client, the same (connect, call, close), p50",
+            n,
+            |b| Cell::Us(median(b, "oneshot_bare_p50_us")),
+        ),
+        line(ORDER_MCP_CLIENT, case, "ours ÷ bare, one-shot p50", n, |b| {
+            Cell::Ratio(ratio(b, "oneshot_ours_p50_us", "oneshot_bare_p50_us"))
+        }),
+        line(
+            ORDER_MCP_CLIENT,
+            case,
+            "ours on an open session (`McpSession::call_tool`), p50",
+            n,
+            |b| Cell::Us(median(b, "session_ours_p50_us")),
+        ),
+        line(ORDER_MCP_CLIENT, case, "bare rmcp on an open session, p50", n, |b| {
+            Cell::Us(median(b, "session_bare_p50_us"))
+        }),
+        line(ORDER_MCP_CLIENT, case, "ours ÷ bare, session p50", n, |b| {
+            Cell::Ratio(ratio(b, "session_ours_p50_us", "session_bare_p50_us"))
+        }),
+    ]
 }

@@ -4,11 +4,18 @@
 //! arguments after `--`. To add one (e.g. the server benchmark: start-to-ready time, idle RSS,
 //! logins/s), write `fn server(ctx: &Ctx, args: &[String]) -> Result<()>` and add a line to
 //! `GROUPS`; `cargo xtask bench server` then runs it, and `cargo xtask bench` runs it with the rest.
+//!
+//! `--baseline <rev>` (turns only): the same rows on that revision's binary too, alternating, in
+//! columns side by side (`bench_turns.rs`).
 
 use anyhow::{Result, bail};
 
 use crate::layering::Workspace;
 use crate::util::{Ctx, Steps, fmt_duration, run};
+
+// Declared here rather than in main.rs: the `turns` group lives in its own file.
+#[path = "bench_turns.rs"]
+mod turns;
 
 type Group = fn(&Ctx, &[String]) -> Result<()>;
 
@@ -21,8 +28,9 @@ const GROUPS: &[(&str, &str, Group)] = &[
     ),
     (
         "turns",
-        "the release binary running turns: per-turn overhead with one MCP call, SSE fan-out to 1,000 tabs",
-        turns,
+        "the release binary running turns: one table of wall and server CPU per turn (plain, MCP, \
+         card, bot, 100 at once, MCP client vs rmcp, 1,000 tabs); --baseline <rev> adds a column",
+        turns::turns,
     ),
     (
         "bots",
@@ -41,6 +49,26 @@ pub fn bench(ctx: &Ctx, args: &[String]) -> Result<()> {
         Some(i) => (&args[..i], &args[i + 1..]),
         None => (args, &[][..]),
     };
+    // `--baseline <rev>` belongs to the turns group: handed to it in front of its arguments.
+    let mut names = names.to_vec();
+    let mut passthrough = passthrough.to_vec();
+    if let Some(i) = names.iter().position(|n| n == "--baseline" || n.starts_with("--baseline=")) {
+        let mut flag = vec![names.remove(i)];
+        if flag[0] == "--baseline" {
+            if i >= names.len() {
+                bail!("--baseline needs a git revision (e.g. --baseline main)");
+            }
+            flag.push(names.remove(i));
+        }
+        if names.iter().any(|n| n != "turns") {
+            bail!(
+                "--baseline applies to the `turns` group only: cargo xtask bench turns --baseline <rev>"
+            );
+        }
+        names = vec!["turns".to_owned()];
+        flag.extend(passthrough);
+        passthrough = flag;
+    }
     if names.iter().any(|n| n == "--list") {
         for (name, what, _) in GROUPS {
             eprintln!("{name:<12} {what}");
@@ -48,7 +76,7 @@ pub fn bench(ctx: &Ctx, args: &[String]) -> Result<()> {
         return Ok(());
     }
     let mut chosen = Vec::new();
-    for name in names {
+    for name in &names {
         match GROUPS.iter().find(|(n, _, _)| n == name) {
             Some(group) => chosen.push(group),
             None => {
@@ -62,7 +90,7 @@ pub fn bench(ctx: &Ctx, args: &[String]) -> Result<()> {
     }
     let mut steps = Steps::new();
     for (name, _, group) in chosen {
-        steps.step(&format!("bench group `{name}`"), || group(ctx, passthrough))?;
+        steps.step(&format!("bench group `{name}`"), || group(ctx, &passthrough))?;
     }
     steps.print_table();
     eprintln!("\nxtask bench: {} group(s) done in {}", steps.count(), fmt_duration(steps.total()));
@@ -97,18 +125,4 @@ fn criterion(ctx: &Ctx, args: &[String]) -> Result<()> {
         run(&mut cmd)?;
     }
     Ok(())
-}
-
-/// `cargo xtask bench turns`: `llooma-e2e`'s `turns` bench against the release binary, with
-/// the MCP peers installed.
-fn turns(ctx: &Ctx, args: &[String]) -> Result<()> {
-    run(&mut ctx.cargo(["build", "--release", "-p", "llooma-server"]))?;
-    let peers = crate::ci::install_peers(ctx)?;
-    let binary = ctx.root.join("target").join("release").join("llooma");
-    let mut cmd = ctx.cargo(["bench", "-p", "llooma-e2e", "--bench", "turns"]);
-    cmd.env("LLOOMA_BIN", &binary).envs(peers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    if !args.is_empty() {
-        cmd.arg("--").args(args);
-    }
-    run(&mut cmd)
 }
