@@ -228,25 +228,45 @@ impl Browser {
     }
 
     pub async fn click(&self, css: &str) {
-        let id = self.find(css).await;
-        self.must("POST", &format!("/element/{id}/click"), None).await;
+        self.on_element(css, "POST", "click", None).await;
     }
 
     /// Types into a field (WebDriver key codes such as `\u{E004}` (Tab) work too).
     pub async fn type_into(&self, css: &str, text: &str) {
-        let id = self.find(css).await;
-        self.must("POST", &format!("/element/{id}/value"), Some(json!({"text": text}))).await;
+        self.on_element(css, "POST", "value", Some(json!({"text": text}))).await;
+    }
+
+    /// Does `action` on the first element matching `css`. When the page re-rendered that element
+    /// between finding and acting ("stale element reference"), it is found again: a person
+    /// would simply act on the new one.
+    async fn on_element(
+        &self,
+        css: &str,
+        method: &str,
+        action: &str,
+        body: Option<Value>,
+    ) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let id = self.find(css).await;
+            let path = format!("/element/{id}/{action}");
+            match self.command(method, &path, body.clone()).await {
+                Ok(value) => return value,
+                Err(e) if e["error"] == "stale element reference" && Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("webdriver {method} {path} failed: {e}\n{}", self.console().await),
+            }
+        }
     }
 
     pub async fn text(&self, css: &str) -> String {
-        let id = self.find(css).await;
-        self.must("GET", &format!("/element/{id}/text"), None).await.as_str().unwrap().to_owned()
+        self.on_element(css, "GET", "text", None).await.as_str().unwrap().to_owned()
     }
 
     /// The current value of a form field.
     pub async fn value(&self, css: &str) -> String {
-        let id = self.find(css).await;
-        let value = self.must("GET", &format!("/element/{id}/property/value"), None).await;
+        let value = self.on_element(css, "GET", "property/value", None).await;
         value.as_str().unwrap_or_default().to_owned()
     }
 
