@@ -17,11 +17,13 @@
 //!    answered `allow` by the bench as soon as `/api/v1/approvals/events` shows it;
 //! 4. a bot's reply: from the poll that saw a mention (the fake Chatto's clock) to the post, less
 //!    the fake model's own round trip (its median, measured beside);
-//! 5. 100 conversations at once, each streaming 200 deltas to a tab watching it;
+//! 5. 100 conversations at once, each streaming 200 deltas to a tab watching it: a first round
+//!    (each conversation's first turn, reported apart), then the measured one;
 //! 6. the MCP client's `tools/call` against a bare rmcp client (run by xtask through
 //!    `llooma-mcp-client`'s `call_ratio` bench and handed over in `LLOOMA_BENCH_MCP_CALL*`);
-//! 7. 1,000 tabs watching one conversation's turn of 200 deltas, and 1,000 tabs each watching its
-//!    own conversation's turn;
+//! 7. 1,000 tabs watching one conversation's turn of 200 deltas (a warm-up round, then two), and
+//!    1,000 tabs each watching its own new conversation's first turn, all at once (20 deltas
+//!    each: at `86c6091` that round took 84 s of CPU with 20, five minutes with 200);
 //!
 //! and the server's start to ready, idle resident memory and resident memory after 110 turns.
 //!
@@ -73,6 +75,9 @@ const PLAIN_TEXT: &str = "The quick brown fox jumps over the lazy dog, and then 
 const CONCURRENT: usize = 100;
 const TABS: usize = 1000;
 const DELTAS: usize = 200;
+/// Deltas per answer when 1,000 new conversations answer at once: with 200, that row alone took
+/// five minutes per binary at `86c6091` (see the row).
+const SPREAD_DELTAS: usize = 20;
 /// Starts per binary for start-to-ready and idle memory.
 const STARTS: usize = 5;
 /// How long the server's CPU counter must stay still for a turn to count as over, and the most
@@ -401,6 +406,7 @@ impl Cell {
         };
         match (self, self.number()) {
             (Cell::Text(t), _) => t.clone(),
+            (Cell::Ms(_), Some(v)) if v >= 10_000.0 => format!("{:.1} s", v / 1000.0),
             (Cell::Ms(_), Some(v)) => format!("{} ms", n(v)),
             (Cell::Us(_), Some(v)) => format!("{v:.0} µs"),
             (Cell::Mib(_), Some(v)) => format!("{v:.1} MiB"),
@@ -886,8 +892,13 @@ async fn model_round_trip_ms(model: &FakeModel) -> f64 {
             .send()
             .await
             .unwrap();
-        let _ = response.bytes().await.unwrap();
+        assert_eq!(response.status(), 200);
+        let body = response.bytes().await.unwrap();
         times.push(ms(started.elapsed()));
+        assert!(
+            String::from_utf8_lossy(&body).contains("[DONE]"),
+            "the fake model's answer ended early"
+        );
     }
     quantile(&times, 0.5)
 }
@@ -1032,8 +1043,8 @@ impl Loaded<'_> {
     }
 }
 
-fn long_answer() -> String {
-    "word ".repeat(DELTAS)
+fn long_answer(deltas: usize) -> String {
+    "word ".repeat(deltas)
 }
 
 /// Opens one event stream per conversation id (`ids` may repeat one id), each on its own
@@ -1058,12 +1069,12 @@ async fn watch(mut events: Events, expected: Arc<String>) -> (Events, bool, Inst
 }
 
 /// One turn in each of `conversations` at once, each watched by one tab.
-async fn spread_round(on: Loaded<'_>, conversations: &[String]) -> Round {
+async fn spread_round(on: Loaded<'_>, conversations: &[String], deltas: usize) -> Round {
     let Loaded { model, person, pid } = on;
     let tabs = open_tabs(person, conversations).await;
-    let expected = Arc::new(long_answer());
+    let expected = Arc::new(long_answer(deltas));
     for _ in conversations {
-        model.push(Reply::text(long_answer()).chunks(DELTAS));
+        model.push(Reply::text(long_answer(deltas)).chunks(deltas));
     }
     let before = settle(pid).await;
     let started = Instant::now();
@@ -1103,8 +1114,8 @@ async fn fan_out_round(on: Loaded<'_>, conversation: &str) -> Round {
     let Loaded { model, person, pid } = on;
     let ids = vec![conversation.to_owned(); TABS];
     let tabs = open_tabs(person, &ids).await;
-    let expected = Arc::new(long_answer());
-    model.push(Reply::text(long_answer()).chunks(DELTAS));
+    let expected = Arc::new(long_answer(DELTAS));
+    model.push(Reply::text(long_answer(DELTAS)).chunks(DELTAS));
     let before = settle(pid).await;
     let started = Instant::now();
     let mut tab = same_person(person);
@@ -1165,12 +1176,16 @@ fn yes_no(rounds: &[Vec<Round>], b: usize) -> Cell {
 async fn concurrent(builds: Vec<Build>) -> Vec<Line> {
     let n = builds.len();
     let (rigs, ids) = loaded_rigs(&builds, CONCURRENT).await;
-    // A warm-up round, then the measured one.
+    // Round 0 is each conversation's first turn (reported apart: it costs far more today), round
+    // 1 the measured one.
     let mut rounds = vec![Vec::new(); n];
+    let mut first = vec![Round::default(); n];
     for i in 0..2 {
         for b in order(i, n) {
-            let round = spread_round(Loaded::of(&rigs[b]), &ids[b]).await;
-            if i > 0 {
+            let round = spread_round(Loaded::of(&rigs[b]), &ids[b], DELTAS).await;
+            if i == 0 {
+                first[b] = round;
+            } else {
                 rounds[b].push(round);
             }
         }
@@ -1178,11 +1193,12 @@ async fn concurrent(builds: Vec<Build>) -> Vec<Line> {
     let r = |b: usize| &rounds[b][0];
     let case =
         format!("5. {CONCURRENT} conversations at once, {DELTAS} deltas each, a tab on each");
+    let per_turn = |round: &Round| round.cpu_ms / CONCURRENT as f64;
     vec![
         line(
             ORDER_CONCURRENT,
             &case,
-            "turns per second (all POSTs at once → last `end`)",
+            "turns per second (all POSTs at once → last `end`), each conversation's 2nd turn",
             n,
             |b| Cell::PerSec(CONCURRENT as f64 / (r(b).total_ms / 1000.0)),
         ),
@@ -1197,9 +1213,19 @@ async fn concurrent(builds: Vec<Build>) -> Vec<Line> {
             &case,
             &format!("server CPU per turn (total ÷ {CONCURRENT})"),
             n,
-            |b| Cell::Ms(r(b).cpu_ms / CONCURRENT as f64),
+            |b| Cell::Ms(per_turn(r(b))),
         ),
         line(ORDER_CONCURRENT, &case, "all deltas received", n, |b| yes_no(&rounds, b)),
+        line(
+            ORDER_CONCURRENT,
+            &case,
+            "the same round as each conversation's 1st turn (warm-up): turns per second",
+            n,
+            |b| Cell::PerSec(CONCURRENT as f64 / (first[b].total_ms / 1000.0)),
+        ),
+        line(ORDER_CONCURRENT, &case, "1st turns: server CPU per turn", n, |b| {
+            Cell::Ms(per_turn(&first[b]))
+        }),
     ]
 }
 
@@ -1239,10 +1265,12 @@ async fn fan_out_spread(builds: Vec<Build>) -> Vec<Line> {
     let (rigs, ids) = loaded_rigs(&builds, TABS).await;
     let mut rounds = vec![Vec::new(); n];
     for b in order(0, n) {
-        rounds[b].push(spread_round(Loaded::of(&rigs[b]), &ids[b]).await);
+        rounds[b].push(spread_round(Loaded::of(&rigs[b]), &ids[b], SPREAD_DELTAS).await);
     }
     let r = |b: usize| &rounds[b][0];
-    let case = format!("7. {TABS} tabs on {TABS} conversations (a turn each, {DELTAS} deltas)");
+    let case = format!(
+        "7. {TABS} tabs on {TABS} new conversations (a first turn each, {SPREAD_DELTAS} deltas)"
+    );
     vec![
         line(
             ORDER_FAN_OUT_SPREAD,
@@ -1313,20 +1341,16 @@ fn mcp_client_lines(builds: &[Build]) -> Vec<Line> {
             ORDER_MCP_CLIENT,
             case,
             &format!(
-                "ours, one call as a turn makes it (`McpClient::call_tool`: connect, call, close), p50 (median of {runs_count} runs)"
+                "ours, `McpClient::call_tool` as a turn calls it, p50 (median of {runs_count} runs)"
             ),
             n,
-            |b| Cell::Us(median(b, "oneshot_ours_p50_us")),
+            |b| Cell::Us(median(b, "client_ours_p50_us")),
         ),
-        line(
-            ORDER_MCP_CLIENT,
-            case,
-            "bare rmcp client, the same (connect, call, close), p50",
-            n,
-            |b| Cell::Us(median(b, "oneshot_bare_p50_us")),
-        ),
-        line(ORDER_MCP_CLIENT, case, "ours ÷ bare, one-shot p50", n, |b| {
-            Cell::Ratio(ratio(b, "oneshot_ours_p50_us", "oneshot_bare_p50_us"))
+        line(ORDER_MCP_CLIENT, case, "bare rmcp client on an open session, p50", n, |b| {
+            Cell::Us(median(b, "session_bare_p50_us"))
+        }),
+        line(ORDER_MCP_CLIENT, case, "`McpClient::call_tool` ÷ bare session, p50", n, |b| {
+            Cell::Ratio(ratio(b, "client_ours_p50_us", "session_bare_p50_us"))
         }),
         line(
             ORDER_MCP_CLIENT,
@@ -1335,11 +1359,11 @@ fn mcp_client_lines(builds: &[Build]) -> Vec<Line> {
             n,
             |b| Cell::Us(median(b, "session_ours_p50_us")),
         ),
-        line(ORDER_MCP_CLIENT, case, "bare rmcp on an open session, p50", n, |b| {
-            Cell::Us(median(b, "session_bare_p50_us"))
-        }),
-        line(ORDER_MCP_CLIENT, case, "ours ÷ bare, session p50", n, |b| {
+        line(ORDER_MCP_CLIENT, case, "`McpSession::call_tool` ÷ bare session, p50", n, |b| {
             Cell::Ratio(ratio(b, "session_ours_p50_us", "session_bare_p50_us"))
+        }),
+        line(ORDER_MCP_CLIENT, case, "bare rmcp connect, call, close (reference), p50", n, |b| {
+            Cell::Us(median(b, "oneshot_bare_p50_us"))
         }),
     ]
 }

@@ -3,15 +3,18 @@
 //! asks for ("within 10%"). No criterion: one machine-readable line on stdout, which
 //! `cargo xtask bench turns` runs (also against a baseline revision) and merges into its table.
 //!
-//! Two ways of calling, each measured for both clients, interleaved in blocks so that drift on a
-//! shared machine hits all alike:
-//! - one-shot: connect, call, close, which is what a turn does (`McpClient::call_tool`); the bare
-//!   counterpart does the same with rmcp's own client (discover-then-initialize handshake);
-//! - session: one `tools/call` on an open session (`McpSession::call_tool` against rmcp's
-//!   `call_tool`).
+//! Measured, interleaved in blocks so that drift on a shared machine hits all alike:
+//! - `client_ours`: `McpClient::call_tool`, the call a turn makes (it connects, calls and closes,
+//!   or, with a session pool, reuses a kept session);
+//! - `session_ours`: `McpSession::call_tool` on an open session;
+//! - `session_bare`: rmcp's own client, `call_tool` on an open session (the floor);
+//! - `oneshot_bare`: rmcp's own client connecting (discover-then-initialize), calling and
+//!   closing, over one reqwest client built as rmcp's default one is (no idle pooling) and built
+//!   once, as ours is (building one reads the system's certificates, which would dwarf the
+//!   call).
 //!
-//! Output (microseconds): `call_ratio oneshot_ours_p50_us=.. oneshot_ours_p90_us=..
-//! oneshot_bare_p50_us=.. oneshot_bare_p90_us=.. session_ours_p50_us=.. ...`.
+//! Output (microseconds): `call_ratio client_ours_p50_us=.. client_ours_p90_us=..
+//! oneshot_bare_p50_us=.. ... session_ours_p50_us=.. session_bare_p50_us=.. ...`.
 
 #![allow(
     clippy::unwrap_used,
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use axum::serve::ListenerExt;
 use llooma_mcp_client::{McpClient, McpConfig, OutboundPolicy};
+use llooma_net::reqwest;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
     ContentBlock, Implementation, ProtocolVersion, ServerCapabilities, ServerConfig,
@@ -33,12 +37,14 @@ use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RunningService,
 };
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-/// Calls per block and blocks: one-shot calls cost a handshake each, so fewer of them.
+/// Calls per block and blocks: one-shot calls cost a handshake each, so fewer of them (and of
+/// `McpClient::call_tool`, which may do the same).
 const SESSION_CALLS: usize = 100;
 const ONESHOT_CALLS: usize = 40;
 const BLOCKS: usize = 12;
@@ -82,8 +88,11 @@ async fn start_server() -> std::net::SocketAddr {
     addr
 }
 
-async fn bare(url: &str) -> RunningService<RoleClient, ClientConfig> {
-    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+async fn bare(http: &reqwest::Client, url: &str) -> RunningService<RoleClient, ClientConfig> {
+    let transport = StreamableHttpClientTransport::with_client(
+        http.clone(),
+        StreamableHttpClientTransportConfig::with_uri(url.to_owned()),
+    );
     let info = ClientConfig::new(ClientCapabilities::default(), Implementation::new("bare", "0"));
     info.serve_with_lifecycle(
         transport,
@@ -117,14 +126,16 @@ fn main() {
         let policy = OutboundPolicy::from_allow_lists(Some(&origin), None, None).unwrap();
         let client = McpClient::new(Arc::new(policy), McpConfig::default()).unwrap();
         let session = client.connect(&url, None).await.unwrap();
-        let bare_session = bare(&url).await;
+        // What rmcp's `from_uri` builds, once.
+        let http = reqwest::Client::builder().pool_max_idle_per_host(0).build().unwrap();
+        let bare_session = bare(&http, &url).await;
 
-        let ours_oneshot = async || {
+        let ours_client = async || {
             let answer = client.call_tool(&url, None, "add", json!({"a": 2, "b": 40})).await;
             assert_eq!(answer.unwrap().text_for_model(), "42");
         };
         let bare_oneshot = async || {
-            let service = bare(&url).await;
+            let service = bare(&http, &url).await;
             service.call_tool(bare_params()).await.unwrap();
             service.cancel().await.unwrap();
         };
@@ -136,7 +147,7 @@ fn main() {
         };
 
         for _ in 0..WARMUP {
-            ours_oneshot().await;
+            ours_client().await;
             bare_oneshot().await;
             ours_session().await;
             bare_call().await;
@@ -145,7 +156,7 @@ fn main() {
         for _ in 0..BLOCKS {
             for _ in 0..ONESHOT_CALLS {
                 let t = Instant::now();
-                ours_oneshot().await;
+                ours_client().await;
                 samples[0].push(t.elapsed());
             }
             for _ in 0..ONESHOT_CALLS {
@@ -164,14 +175,15 @@ fn main() {
                 samples[3].push(t.elapsed());
             }
         }
-        let names = ["oneshot_ours", "oneshot_bare", "session_ours", "session_bare"];
+        let names = ["client_ours", "oneshot_bare", "session_ours", "session_bare"];
         let mut line = String::from("call_ratio");
         for (name, taken) in names.iter().zip(samples) {
             let (p50, p90) = percentiles(taken);
             line.push_str(&format!(" {name}_p50_us={p50:.1} {name}_p90_us={p90:.1}"));
         }
         eprintln!(
-            "tools/call against a local rmcp server ({} one-shot and {} session calls each)",
+            "tools/call against a local rmcp server ({} calls through McpClient and one-shot, {} on \
+             sessions, each)",
             BLOCKS * ONESHOT_CALLS,
             BLOCKS * SESSION_CALLS
         );
