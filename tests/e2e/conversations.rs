@@ -420,6 +420,12 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
 
 /// The text and the steps of one turn, read until its end.
 async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
+    let (text, steps, _) = read_turn_and_end(events).await;
+    (text, steps)
+}
+
+/// [`read_turn`], with the `end` event's data.
+async fn read_turn_and_end(events: &mut Events) -> (String, Vec<Value>, Value) {
     let mut text = String::new();
     let mut steps = Vec::new();
     loop {
@@ -427,10 +433,32 @@ async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
         match name.as_str() {
             "text" => text.push_str(data["delta"].as_str().unwrap()),
             "step" => steps.push(data),
-            "end" => return (text, steps),
+            "end" => return (text, steps, data),
             _ => {}
         }
     }
+}
+
+/// The gateway, a fake model, a server allowed to reach both, and an administrator's
+/// conversation with MCP on (see [`mcp_conversation`]). Fields drop in order: the server stops
+/// before its database goes.
+struct GatewayConversation {
+    model: FakeModel,
+    server: Server,
+    tab: Tab,
+    id: String,
+    _db: TestDb,
+}
+
+async fn gateway_conversation(peer: &llooma_test_support::peers::Peer) -> GatewayConversation {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env =
+        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&db, &env);
+    let (tab, id) = mcp_conversation(&server, &model, peer).await;
+    GatewayConversation { model, server, tab, id, _db: db }
 }
 
 #[tokio::test]
@@ -709,13 +737,8 @@ async fn a_replica_that_dies_mid_turn_does_not_block_its_conversation() {
 #[tokio::test]
 async fn stop_withdraws_the_card_the_turn_was_waiting_on() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let env =
-        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start(&db, &env);
-    let (mut tab, id) = mcp_conversation(&server, &model, &peer).await;
+    let GatewayConversation { model, server: _server, mut tab, id, _db } =
+        gateway_conversation(&peer).await;
     let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
     assert_eq!(cards.next().await.0, "pending");
     let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
@@ -724,15 +747,7 @@ async fn stop_withdraws_the_card_the_turn_was_waiting_on() {
     assert_eq!(cards.next().await.0, "appeared");
     let stopped = tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
     assert_eq!(stopped.status, 202, "{stopped:?}");
-    let mut steps = Vec::new();
-    let end = loop {
-        let (name, data) = events.next().await;
-        match name.as_str() {
-            "step" => steps.push(data),
-            "end" => break data,
-            _ => {}
-        }
-    };
+    let (_, steps, end) = read_turn_and_end(&mut events).await;
     assert_eq!(end["state"], "stopped");
     // The timeline says what became of the call, as for every other outcome.
     assert_eq!(steps.len(), 1, "{steps:?}");
@@ -870,13 +885,8 @@ async fn a_tool_paused_by_update_tools_while_its_card_waits_is_not_called() {
 #[tokio::test]
 async fn another_account_cannot_stop_delete_or_answer_what_is_yours() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let env =
-        [("PROVIDER_ALLOWED_ORIGINS", model.origin()), ("MCP_ALLOWED_ORIGINS", peer.origin())];
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let server = Server::start(&db, &env);
-    let (mut tab, id) = mcp_conversation(&server, &model, &peer).await;
+    let GatewayConversation { model: _model, server, mut tab, id, _db } =
+        gateway_conversation(&peer).await;
     tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
     let mut stranger = server.tab();
     stranger.register("stranger", PASSWORD).await;
@@ -907,15 +917,7 @@ async fn another_account_cannot_stop_delete_or_answer_what_is_yours() {
     let allowed =
         tab.post(&format!("/api/v1/approvals/{card}/answer"), json!({"choice": "allow"})).await;
     assert_eq!(allowed.status, 200, "{allowed:?}");
-    let mut text = String::new();
-    let end = loop {
-        let (name, data) = events.next().await;
-        match name.as_str() {
-            "text" => text.push_str(data["delta"].as_str().unwrap()),
-            "end" => break data,
-            _ => {}
-        }
-    };
+    let (text, _, end) = read_turn_and_end(&mut events).await;
     assert_eq!(end["state"], "done", "the owner's reply ran to its end");
     assert_eq!(text, "Done.");
     let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
