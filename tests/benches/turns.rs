@@ -6,7 +6,8 @@
 )]
 
 //! `cargo xtask bench turns`: what a turn costs the server, measured from outside the release
-//! binary on SQLite (data directories on /dev/shm when there is one), with a model that answers
+//! binary on SQLite (data directories on /dev/shm when there is one; `LLOOMA_TEST_DB=postgres`
+//! puts each server on a fresh database of `LLOOMA_TEST_PG_URL` instead), with a model that answers
 //! at once (`llooma-fake-model`, TCP_NODELAY on) so that only Llooma's own work is counted. It
 //! prints ONE Markdown table on stdout (progress goes to stderr):
 //!
@@ -202,13 +203,25 @@ struct Proc {
     base: String,
     log: Arc<Mutex<Vec<String>>>,
     _data: Option<tempfile::TempDir>,
+    /// With `LLOOMA_TEST_DB=postgres`: the server's own fresh database, dropped after it stops.
+    _postgres: Option<llooma_test_support::TestDatabase>,
 }
 
 impl Proc {
+    /// A server on its own SQLite file, or with `LLOOMA_TEST_DB=postgres` (and
+    /// `LLOOMA_TEST_PG_URL`) on a fresh Postgres database.
     fn start(build: &Build, env: &[(&str, &str)]) -> Proc {
         let data = data_dir();
-        let mut proc = Proc::start_in(build, data.path(), env);
+        let postgres = (llooma_test_support::engine() == llooma_test_support::Engine::Postgres)
+            .then(llooma_test_support::TestDatabase::new);
+        let url = postgres.as_ref().and_then(llooma_test_support::TestDatabase::postgres_url);
+        let mut env = env.to_vec();
+        if let Some(url) = &url {
+            env.push(("DATABASE_URL", url.as_str()));
+        }
+        let mut proc = Proc::start_in(build, data.path(), &env);
         proc._data = Some(data);
+        proc._postgres = postgres;
         proc
     }
 
@@ -234,7 +247,7 @@ impl Proc {
             let _ = child.kill();
             panic!("{} did not start:\n{}", build.label, log.lock().unwrap().join("\n"));
         };
-        Proc { child, base: format!("http://{address}"), log, _data: None }
+        Proc { child, base: format!("http://{address}"), log, _data: None, _postgres: None }
     }
 
     fn pid(&self) -> u32 {
@@ -470,9 +483,13 @@ fn print_table(builds: &[Build], mut lines: Vec<Line>, took: Duration) {
     lines.sort_by_key(|l| l.order);
     let mut out = String::new();
     out.push_str(&format!(
-        "\n`cargo xtask bench turns`: release binaries on SQLite (tmpfs), zero-latency fake \
+        "\n`cargo xtask bench turns`: release binaries on {}, zero-latency fake \
          model, {} cores; wall and server CPU per turn unless said; {MEASURED} measured turns \
          after {WARMUP} warm-up per single-turn row{}; took {:.0} s.\n\n",
+        match llooma_test_support::engine() {
+            llooma_test_support::Engine::Postgres => "Postgres (LLOOMA_TEST_DB=postgres)",
+            llooma_test_support::Engine::Sqlite => "SQLite (tmpfs)",
+        },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         if builds.len() > 1 { ", the binaries alternating" } else { "" },
         took.as_secs_f64()
