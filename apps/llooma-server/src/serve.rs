@@ -107,6 +107,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         vault: Arc::new(vault),
         passwords: Passwords::new(settings.password_hash_concurrency),
         config: Arc::new(config),
+        live_sessions: llooma_api::LiveSessions::default(),
         stopping: stop_rx,
     };
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));

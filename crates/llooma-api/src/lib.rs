@@ -46,6 +46,7 @@ pub use conversations::Turns;
 pub use host::{HostRule, check_host};
 pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
+pub use session::LiveSessions;
 
 /// Login throttling: failures within `window` are counted per account name and per address.
 #[derive(Clone, Debug)]
@@ -121,6 +122,8 @@ pub struct AppState {
     pub vault: Arc<Vault>,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,
+    /// The sessions of this process's event streams, checked together.
+    pub live_sessions: LiveSessions,
     /// Turns true when the server is shutting down, so long-lived streams end and graceful
     /// shutdown does not wait on them forever.
     pub stopping: tokio::sync::watch::Receiver<bool>,

@@ -1,7 +1,10 @@
 //! Sessions: the cookie, the signed-in extractors, and the second CSRF check (the session's token
 //! in `X-CSRF-Token` on every state-changing request).
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
@@ -11,6 +14,7 @@ use llooma_store::{Account, NewSession, Session};
 use llooma_types::{AccountView, Role, SessionView};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+use tokio::sync::watch;
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -138,34 +142,87 @@ impl FromRequestParts<AppState> for SignedIn {
     }
 }
 
-/// How often an open event stream checks that its session still stands.
+/// How often the sessions of open event streams are checked.
 const STREAM_SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The sessions this process's event streams belong to, checked together: one query every
+/// [`STREAM_SESSION_CHECK`] for all of them (not one per stream), in the database, so a session
+/// ended on any replica (sign-out, a password change, expiry) ends its streams here too.
+#[derive(Clone, Debug, Default)]
+pub struct LiveSessions {
+    /// Token hash → turned true when that session has ended.
+    watched: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
+    /// Whether the checking task runs (it stops when no stream is left).
+    checking: Arc<AtomicBool>,
+}
+
+impl LiveSessions {
+    fn watched(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+        self.watched.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn subscribe(&self, state: &AppState, token_hash: &str) -> watch::Receiver<bool> {
+        let receiver = {
+            let mut watched = self.watched();
+            match watched.get(token_hash) {
+                Some(sender) => sender.subscribe(),
+                None => {
+                    let (sender, receiver) = watch::channel(false);
+                    watched.insert(token_hash.to_owned(), sender);
+                    receiver
+                }
+            }
+        };
+        if !self.checking.swap(true, Ordering::AcqRel) {
+            tokio::spawn(self.clone().check(state.store.clone(), state.config.session_idle));
+        }
+        receiver
+    }
+
+    async fn check(self, store: llooma_store::Store, idle: std::time::Duration) {
+        let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
+        loop {
+            tokio::time::sleep(STREAM_SESSION_CHECK).await;
+            let hashes: Vec<String> = {
+                let mut watched = self.watched();
+                watched.retain(|_, sender| sender.receiver_count() > 0);
+                if watched.is_empty() {
+                    // Nobody left to tell; the next stream starts the task again.
+                    self.checking.store(false, Ordering::Release);
+                    return;
+                }
+                watched.keys().cloned().collect()
+            };
+            let now = llooma_store::now_ms();
+            match store.sessions_standing(&hashes, now, idle_ms).await {
+                Ok(standing) => {
+                    let mut watched = self.watched();
+                    for hash in hashes.iter().filter(|h| !standing.contains(*h)) {
+                        if let Some(sender) = watched.remove(hash) {
+                            let _ = sender.send(true);
+                        }
+                    }
+                }
+                // The database did not answer: the next check decides.
+                Err(err) => tracing::warn!(error = %err, "checking the streams' sessions failed"),
+            }
+        }
+    }
+}
 
 impl SignedIn {
     /// Ends when this request's session does, whichever way: sign-out, a password change (which
     /// ends every session of the account), expiry, or removal through another replica. Event
     /// streams end with it, so a tab that signed out stops receiving replies and cards within
-    /// a few seconds. Checked in the database, so every replica sees the same end.
+    /// a few seconds.
     pub fn session_ended(
         &self,
         state: &AppState,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
-        let store = state.store.clone();
-        let hash = self.session.token_hash.clone();
-        let idle_ms = i64::try_from(state.config.session_idle.as_millis()).unwrap_or(i64::MAX);
+        let mut ended = state.live_sessions.subscribe(state, &self.session.token_hash);
         async move {
-            loop {
-                tokio::time::sleep(STREAM_SESSION_CHECK).await;
-                let now = llooma_store::now_ms();
-                match store.session_by_token_hash(&hash).await {
-                    Ok(Some(session))
-                        if now < session.expires_at_ms
-                            && now.saturating_sub(session.last_seen_at_ms) < idle_ms => {}
-                    Ok(_) => return,
-                    // The database did not answer: the next check decides.
-                    Err(err) => tracing::warn!(error = %err, "checking a stream's session failed"),
-                }
-            }
+            // An error means the watch was dropped without an end: treat it as ended.
+            let _ = ended.wait_for(|ended| *ended).await;
         }
     }
 }

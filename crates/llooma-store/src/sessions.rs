@@ -76,6 +76,28 @@ impl Store {
         Ok(sessions::Entity::find_by_id(token_hash.to_owned()).one(&self.db).await?.map(from_model))
     }
 
+    /// Of `token_hashes`, those whose session still stands at `now_ms` (not removed, not past its
+    /// absolute end, not idle for `idle_ms` or longer): one query, however many streams watch.
+    pub async fn sessions_standing(
+        &self,
+        token_hashes: &[String],
+        now_ms: i64,
+        idle_ms: i64,
+    ) -> StoreResult<std::collections::HashSet<String>> {
+        let mut standing = std::collections::HashSet::new();
+        // Bounded lists: a bind parameter per hash.
+        for chunk in token_hashes.chunks(500) {
+            let rows = sessions::Entity::find()
+                .filter(sessions::Column::TokenHash.is_in(chunk.iter().cloned()))
+                .filter(sessions::Column::ExpiresAtMs.gt(now_ms))
+                .filter(sessions::Column::LastSeenAtMs.gt(now_ms.saturating_sub(idle_ms)))
+                .all(&self.db)
+                .await?;
+            standing.extend(rows.into_iter().map(|m| m.token_hash));
+        }
+        Ok(standing)
+    }
+
     /// Records activity on a session (moves its idle deadline).
     pub async fn touch_session(&self, token_hash: &str, now_ms: i64) -> StoreResult<()> {
         sessions::Entity::update_many()

@@ -52,3 +52,37 @@ async fn ending_a_turn_and_logging_its_end_is_one_write() {
     let start = store.append_event(&c.id, &next, "start", "{}").await.unwrap();
     assert!(start > seq);
 }
+
+#[tokio::test]
+async fn the_sessions_still_standing_are_told_in_one_read() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let now = llooma_store::now_ms();
+    // (token hash, last seen, absolute end)
+    let sessions = [
+        ("fresh", now, now + 60_000),
+        ("idle", now - 20_000, now + 60_000),
+        ("over", now, now - 1),
+        ("signed-out", now, now + 60_000),
+    ];
+    for (hash, seen, ends) in sessions {
+        store
+            .create_session(llooma_store::NewSession {
+                token_hash: hash.into(),
+                account_id: alice.clone(),
+                csrf_token: "c".into(),
+                now_ms: seen,
+                expires_at_ms: ends,
+                client_addr: None,
+                user_agent: None,
+            })
+            .await
+            .unwrap();
+    }
+    store.delete_session("signed-out").await.unwrap();
+    let asked: Vec<String> =
+        ["fresh", "idle", "over", "signed-out", "never"].map(String::from).into();
+    let standing = store.sessions_standing(&asked, now, 10_000).await.unwrap();
+    assert_eq!(standing, ["fresh".to_owned()].into());
+}
