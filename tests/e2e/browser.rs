@@ -1032,3 +1032,103 @@ async fn browser_a_second_page_load_reuses_the_browser_part_and_the_stylesheet()
     eprintln!("a second page load transferred {transferred} bytes");
     assert!(transferred < 20.0 * 1024.0, "a second page load transferred {transferred} bytes");
 }
+
+/// What the last reply shows, read from its elements (not its text).
+async fn reply_markdown(browser: &Browser) -> Value {
+    browser
+        .script(
+            r#"
+            const replies = document.querySelectorAll('.msg.reply');
+            const reply = replies[replies.length - 1];
+            const all = (css) => [...reply.querySelectorAll(css)];
+            const link = reply.querySelector('a');
+            return {
+                heading: all('h2').map(e => e.textContent),
+                strong: all('strong').map(e => e.textContent),
+                items: all('li').map(e => e.textContent),
+                cells: all('th, td').map(e => e.textContent),
+                href: link && link.getAttribute('href'),
+                rel: link && link.getAttribute('rel'),
+                target: link && link.getAttribute('target'),
+                links: all('a').length,
+                injected: all('script, img, [onerror]').length + document.querySelectorAll('body img').length,
+                text: reply.textContent,
+                language: all('pre code.language-rust').length,
+                keywords: all('pre code .tok-kw').map(e => e.textContent),
+                strings: all('pre code .tok-str').map(e => e.textContent),
+                comments: all('pre code .tok-com').map(e => e.textContent),
+                copy: all('.code button.copy').map(e => e.textContent),
+                alerted: window.alerted === true,
+            };
+            "#,
+        )
+        .await
+}
+
+#[tokio::test]
+async fn browser_a_reply_in_markdown_is_rendered_live_and_after_a_reload_with_its_html_escaped() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let created = api
+        .post("/api/v1/conversations", json!({"providerId": provider_id, "model": "fake-model"}))
+        .await;
+    let id = created.json["id"].as_str().unwrap().to_owned();
+    let reply = "## Results\n\nSome **bold** words and [the docs](https://example.com/docs) \
+        but not [this](javascript:window.alerted=true).\n\n- first item\n- second item\n\n\
+        | Name | Value |\n|------|------:|\n| alpha | 1 |\n\n\
+        <script>window.alerted = true</script>\n\n\
+        Inline <img src=x onerror=\"window.alerted=true\"> too.\n\n\
+        ```rust\nfn main() {\n    let greeting = \"hi\"; // say it\n}\n```\n";
+    // Streamed in small pieces: the page renders what it has each time a piece arrives.
+    model.push(Reply::text(reply).chunks(20).chunk_delay_ms(40));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "show me markdown").await;
+    browser.click("button.send").await;
+    browser.find(".msg.reply h2").await;
+    browser.wait_text(".msg.reply .code", "say it").await;
+    browser.find(".msg.reply .code button.copy").await;
+    browser.screenshot("markdown-reply").await;
+
+    for moment in ["live", "after a reload"] {
+        let seen = reply_markdown(&browser).await;
+        assert_eq!(seen["heading"], json!(["Results"]), "{moment}: {seen}");
+        assert_eq!(seen["strong"], json!(["bold"]), "{moment}: {seen}");
+        assert_eq!(seen["items"], json!(["first item", "second item"]), "{moment}: {seen}");
+        assert_eq!(seen["cells"], json!(["Name", "Value", "alpha", "1"]), "{moment}: {seen}");
+        assert_eq!(seen["href"], "https://example.com/docs", "{moment}: {seen}");
+        assert_eq!(seen["rel"], "noopener noreferrer nofollow", "{moment}: {seen}");
+        assert_eq!(seen["target"], "_blank", "{moment}: {seen}");
+        // The javascript: link is its text only; the HTML is shown, never made into elements.
+        assert_eq!(seen["links"], 1, "{moment}: {seen}");
+        assert_eq!(seen["injected"], 0, "{moment}: {seen}");
+        let text = seen["text"].as_str().unwrap();
+        assert!(text.contains("<script>window.alerted = true</script>"), "{moment}: {text}");
+        assert!(text.contains("<img src=x onerror="), "{moment}: {text}");
+        assert!(!text.contains("**") && !text.contains("## "), "{moment}: {text}");
+        assert_eq!(seen["alerted"], false, "{moment}: {seen}");
+        assert_eq!(seen["language"], 1, "{moment}: {seen}");
+        assert_eq!(seen["keywords"], json!(["fn", "let"]), "{moment}: {seen}");
+        assert_eq!(seen["strings"], json!(["\"hi\""]), "{moment}: {seen}");
+        assert_eq!(seen["comments"], json!(["// say it"]), "{moment}: {seen}");
+        assert_eq!(seen["copy"], json!(["Copy"]), "{moment}: {seen}");
+        if moment == "live" {
+            browser.reload().await;
+            browser.wait_live().await;
+            browser.find(".msg.reply .code button.copy").await;
+        }
+    }
+    let console = browser.console().await;
+    assert!(!console.to_lowercase().contains("hydrat"), "{console}");
+}

@@ -143,11 +143,18 @@ mod browser {
     pub fn console_error(message: &str) {
         web_sys::console::error_1(&JsValue::from_str(message));
     }
+
+    /// Puts text on the clipboard; false when the browser refused.
+    pub async fn copy_text(text: &str) -> bool {
+        let Some(window) = web_sys::window() else { return false };
+        let promise = window.navigator().clipboard().write_text(text);
+        JsFuture::from(promise).await.is_ok()
+    }
 }
 
 #[cfg(feature = "hydrate")]
 pub use browser::{
-    call, console_error, every_second, go, listen, mark_hydrated, now_ms, page_data,
+    call, console_error, copy_text, every_second, go, listen, mark_hydrated, now_ms, page_data,
 };
 
 #[cfg(not(feature = "hydrate"))]
@@ -174,10 +181,14 @@ mod inert {
     }
 
     pub fn every_second(_tick: impl Fn() + 'static) {}
+
+    pub async fn copy_text(_text: &str) -> bool {
+        false
+    }
 }
 
 #[cfg(not(feature = "hydrate"))]
-pub use inert::{call, every_second, go, listen, now_ms};
+pub use inert::{call, copy_text, every_second, go, listen, now_ms};
 
 /// Runs a future in the browser (event handlers); nothing in the server build.
 pub fn spawn(future: impl std::future::Future<Output = ()> + 'static) {

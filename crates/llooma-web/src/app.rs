@@ -530,13 +530,14 @@ fn Conversation(
 }
 
 fn entry_view(entry: Entry) -> impl IntoView {
-    let class = if entry.user { "msg user" } else { "msg reply" };
+    let user = entry.user;
+    let class = if user { "msg user" } else { "msg reply" };
     let parts = entry.parts;
     let state = entry.state;
     let error = entry.error;
     view! {
         <li class=class>
-            {move || parts.get().into_iter().map(part_view).collect_view()}
+            {move || parts.get().into_iter().map(|part| part_view(user, part)).collect_view()}
             {move || {
                 (state.get().as_deref() == Some("stopped"))
                     .then(|| view! { <p class="note">"Stopped."</p> })
@@ -546,9 +547,11 @@ fn entry_view(entry: Entry) -> impl IntoView {
     }
 }
 
-fn part_view(part: Part) -> impl IntoView {
+fn part_view(user: bool, part: Part) -> impl IntoView {
     match part {
-        Part::Text(text) => view! { <div class="text">{text}</div> }.into_any(),
+        Part::Text(text) if user => view! { <div class="text">{text}</div> }.into_any(),
+        // A reply's Markdown, rendered again as each piece of the stream arrives.
+        Part::Text(text) => crate::markdown::markdown(&text).into_any(),
         Part::Reasoning(text) => view! {
             <details class="reasoning">
                 <summary>"Reasoning"</summary>

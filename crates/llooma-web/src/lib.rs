@@ -19,6 +19,7 @@ pub mod attach;
 mod bots;
 mod discover;
 mod forms;
+mod markdown;
 pub mod model;
 mod personas;
 mod review;
