@@ -168,13 +168,15 @@ impl Baseline {
         if !crate_dir.is_dir() {
             bail!("the baseline has no crates/llooma-mcp-client");
         }
-        let bench = format!("benches/{CALL_BENCH}.rs");
-        std::fs::create_dir_all(crate_dir.join("benches"))?;
-        std::fs::copy(
-            ctx.root.join("crates/llooma-mcp-client").join(&bench),
-            crate_dir.join(&bench),
-        )
-        .context("copying the call_ratio bench into the baseline's worktree")?;
+        std::fs::create_dir_all(crate_dir.join("benches/common"))?;
+        // The bench and the server it calls (shared with the crate's other benches).
+        for file in [format!("benches/{CALL_BENCH}.rs"), "benches/common/adder.rs".to_owned()] {
+            std::fs::copy(
+                ctx.root.join("crates/llooma-mcp-client").join(&file),
+                crate_dir.join(&file),
+            )
+            .with_context(|| format!("copying {file} into the baseline's worktree"))?;
+        }
         let manifest = crate_dir.join("Cargo.toml");
         let text = std::fs::read_to_string(&manifest)?;
         if !text.contains(&format!("name = \"{CALL_BENCH}\"")) {

@@ -11,59 +11,18 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::serve::ListenerExt;
 use criterion::{Criterion, criterion_group, criterion_main};
 use llooma_mcp_client::{McpClient, McpConfig, McpSession, OutboundPolicy};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    ContentBlock, Implementation, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
 };
-use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RunningService,
-};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
 
-#[derive(Clone)]
-struct Adder;
-
-impl ServerHandler for Adder {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let args = request.arguments.unwrap_or_default();
-        let sum = args.get("a").and_then(|v| v.as_i64()).unwrap_or(0)
-            + args.get("b").and_then(|v| v.as_i64()).unwrap_or(0);
-        Ok(CallToolResult::success(vec![ContentBlock::text(sum.to_string())]).into())
-    }
-}
-
-async fn start_server() -> std::net::SocketAddr {
-    let service: StreamableHttpService<Adder, LocalSessionManager> = StreamableHttpService::new(
-        || Ok(Adder),
-        Default::default(),
-        StreamableHttpServerConfig::default(),
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    addr
-}
+#[path = "common/adder.rs"]
+mod adder;
+use adder::start_server;
 
 async fn ours(addr: std::net::SocketAddr) -> McpSession {
     let origin = format!("http://{addr}");
