@@ -19,7 +19,6 @@ use llooma_core::{
 };
 use llooma_net::{NetClient, Purpose};
 use llooma_store::{BotIntegration, BotRunReport, Store, StoreError};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -165,7 +164,7 @@ pub struct TurnResponder {
 struct Discard;
 
 impl TurnSink for Discard {
-    async fn event(&self, _kind: &str, _data: Value) -> Result<(), SinkError> {
+    async fn event(&self, _event: llooma_core::TurnEvent) -> Result<(), SinkError> {
         Ok(())
     }
 }
@@ -283,7 +282,7 @@ impl Responder for TurnResponder {
             TurnEnd::Done { .. } | TurnEnd::Stopped { .. } => {
                 Err(BotModelError("the model gave an empty answer".into()))
             }
-            TurnEnd::Failed { error, .. } => Err(BotModelError(error)),
+            TurnEnd::Failed { error, .. } => Err(BotModelError(error.to_string())),
         }
     }
 }

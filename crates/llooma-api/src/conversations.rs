@@ -23,10 +23,12 @@ use llooma_core::{
 use llooma_net::{NetClient, Purpose};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::{Conversation, ConversationPatch, Store};
-use llooma_types::{ConversationDetail, ConversationView, MessageView};
+use llooma_types::{
+    ConversationDetail, ConversationView, EncodedEvent, EndState, MessageView, StepState,
+    TurnEvent, TurnStarted,
+};
 use llooma_vault::SecretContext;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 
 use crate::AppState;
@@ -255,16 +257,13 @@ async fn read_chosen(state: &AppState, chosen: Vec<Chosen>, sink: &LogSink) -> V
         match read {
             Ok(text) => attachments.push(Attachment { server_label: c.label, kind, text }),
             Err(err) => {
-                let (attached, key, value) = match kind {
-                    AttachmentKind::Resource { uri } => ("resource", "uri", uri),
-                    AttachmentKind::Prompt { name } => ("prompt", "name", name),
-                };
-                let mut step = serde_json::json!({
-                    "mcp": true, "server": c.label, "attached": attached, "state": "failed",
-                    "error": err.to_string(),
-                });
-                step[key] = Value::String(value);
-                let _ = sink.event("step", step).await;
+                let step = llooma_core::attachment_step(
+                    &c.label,
+                    &kind,
+                    StepState::Failed,
+                    Some(err.to_string()),
+                );
+                let _ = sink.event(TurnEvent::step(step)).await;
             }
         }
     }
@@ -464,12 +463,6 @@ pub async fn delete(
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TurnStarted {
-    turn_id: String,
-}
-
 /// Records a turn's events in the conversation's log and hands each to this process's watchers.
 struct LogSink {
     store: Store,
@@ -479,33 +472,36 @@ struct LogSink {
 }
 
 impl LogSink {
-    fn tell_watchers(&self, seq: i64, kind: &str, data_json: String) {
-        self.news.send(&self.conversation_id, Logged { seq, kind: kind.to_owned(), data_json });
+    fn tell_watchers(&self, seq: i64, event: EncodedEvent) {
+        self.news.send(
+            &self.conversation_id,
+            Logged { seq, kind: event.kind.to_owned(), data_json: event.data_json },
+        );
     }
 
     /// Ends the turn in storage and logs `end` in the same write, so no tab sees `end` while
     /// the conversation still counts the turn as running.
-    async fn end(&self, state: &str, error: Option<&str>) -> Result<(), SinkError> {
-        let data_json = serde_json::json!({ "state": state }).to_string();
-        let seq = self
+    async fn end(&self, state: EndState, error: Option<&str>) -> Result<(), SinkError> {
+        let (seq, end) = self
             .store
-            .end_turn(&self.conversation_id, &self.turn_id, state, error, &data_json)
+            .end_turn(&self.conversation_id, &self.turn_id, state, error)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(seq, "end", data_json);
+        self.tell_watchers(seq, end);
         Ok(())
     }
 }
 
 impl TurnSink for LogSink {
-    async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
-        let data_json = data.to_string();
+    async fn event(&self, event: TurnEvent) -> Result<(), SinkError> {
+        // Encoded once: the same text is stored and handed to every watching tab.
+        let encoded = event.encode();
         let seq = self
             .store
-            .append_event(&self.conversation_id, &self.turn_id, kind, &data_json)
+            .append_event(&self.conversation_id, &self.turn_id, &encoded)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(seq, kind, data_json);
+        self.tell_watchers(seq, encoded);
         Ok(())
     }
 }
@@ -690,7 +686,7 @@ pub async fn send(
     let task_state = state.clone();
     let task_turn = turn_id.clone();
     tokio::spawn(async move {
-        let _ = sink.event("start", serde_json::json!({ "turnId": task_turn })).await;
+        let _ = sink.event(TurnEvent::Start(TurnStarted { turn_id: task_turn.clone() })).await;
         request.attachments = read_chosen(&task_state, chosen, &sink).await;
         let search = web_search_url.and_then(|address| {
             task_state
@@ -728,19 +724,24 @@ pub async fn send(
                         request.rounds = llooma_core::rounds_for(Some(&mcp));
                         run_turn(&provider, &request, &builtins, Some(&mcp), &sink, stop_rx).await
                     }
-                    Err(error) => TurnEnd::Failed { text: String::new(), error },
+                    Err(error) => TurnEnd::Failed {
+                        text: String::new(),
+                        error: llooma_core::TurnError::Setup(error),
+                    },
                 }
             }
             Ok(provider) => {
                 let no_mcp = None::<&McpTurn<'_, Store>>;
                 run_turn(&provider, &request, &builtins, no_mcp, &sink, stop_rx).await
             }
-            Err(error) => TurnEnd::Failed { text: String::new(), error },
+            Err(error) => {
+                TurnEnd::Failed { text: String::new(), error: llooma_core::TurnError::Setup(error) }
+            }
         };
-        let (text, state_word, error) = match &end {
-            TurnEnd::Done { text } => (text, "done", None),
-            TurnEnd::Stopped { text } => (text, "stopped", None),
-            TurnEnd::Failed { text, error } => (text, "failed", Some(error.clone())),
+        let text = end.text();
+        let error = match &end {
+            TurnEnd::Failed { error, .. } => Some(error.to_string()),
+            _ => None,
         };
         if !text.is_empty() {
             let _ = task_state
@@ -750,7 +751,7 @@ pub async fn send(
         }
         if let Some(error) = &error {
             tracing::warn!(turn = %task_turn, %error, "turn failed");
-            let _ = sink.event("error", serde_json::json!({ "message": error })).await;
+            let _ = sink.event(TurnEvent::error(error.clone())).await;
         }
         {
             // This turn's Stop goes before the turn ends: once it has, the next turn of the
@@ -760,7 +761,7 @@ pub async fn send(
                 running.remove(&sink.conversation_id);
             }
         }
-        if let Err(err) = sink.end(state_word, error.as_deref()).await {
+        if let Err(err) = sink.end(end.state(), error.as_deref()).await {
             tracing::warn!(turn = %task_turn, error = %err, "ending a turn failed");
         }
     });

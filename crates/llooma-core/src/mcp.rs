@@ -13,10 +13,12 @@ use llooma_policy::consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
 use llooma_providers::{ToolCall, ToolDefinition, ToolsSize};
+use llooma_types::{ApprovalCardView, ApprovalShown, Step, StepState, TurnEvent};
 use llooma_vault::Secret;
 use serde_json::{Value, json};
 
-use crate::TurnSink;
+use crate::engine::TurnSink;
+use crate::error::TurnError;
 
 /// An MCP tool offered in this turn (the caller applied switches, groups and the budget).
 #[derive(Clone, Debug)]
@@ -84,14 +86,14 @@ pub struct McpTurn<'a, P: ApprovalPort> {
 /// The step to log if the turn is stopped while a card waits for its answer: the card is
 /// withdrawn, and the timeline says so as it does for every other outcome of a call.
 #[derive(Debug, Default)]
-pub(crate) struct WaitingCard(std::sync::Mutex<Option<Value>>);
+pub(crate) struct WaitingCard(std::sync::Mutex<Option<Step>>);
 
 impl WaitingCard {
-    fn set(&self, step: Option<Value>) {
+    fn set(&self, step: Option<Step>) {
         *self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = step;
     }
 
-    pub(crate) fn take(&self) -> Option<Value> {
+    pub(crate) fn take(&self) -> Option<Step> {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 }
@@ -285,7 +287,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         call: &ToolCall,
         opened: &mut Opened,
         sink: &S,
-    ) -> Result<String, String> {
+    ) -> Result<String, TurnError> {
         let arguments: Value = serde_json::from_str(&call.arguments_json).unwrap_or(Value::Null);
         let server = arguments["server"].as_str().unwrap_or_default();
         let group = arguments["group"].as_str().filter(|g| !g.is_empty());
@@ -305,15 +307,13 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         }
         let names: Vec<&str> = matching.iter().map(|t| t.model_name.as_str()).collect();
         opened.extend(names.iter().map(|n| (*n).to_owned()));
-        sink.event(
-            "step",
-            json!({
-                "tool": ANNOUNCE_TOOL, "mcp": true, "state": "opened",
-                "server": matching[0].server_label, "group": group, "tools": names.len(),
-            }),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        sink.event(TurnEvent::step(Step {
+            server: Some(matching[0].server_label.clone()),
+            group: Some(group.map(str::to_owned)),
+            tools: Some(names.len()),
+            ..Step::mcp_tool(ANNOUNCE_TOOL, StepState::Opened)
+        }))
+        .await?;
         Ok(format!(
             "These tools are now available to call: {}. Call them directly.",
             names.join(", ")
@@ -345,7 +345,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         call: &ToolCall,
         guard: &mut TurnGuard,
         sink: &S,
-    ) -> Result<String, String> {
+    ) -> Result<String, TurnError> {
         if call.name == RESOURCE_LIST {
             let mut text =
                 String::from("Resources your MCP servers publish (server: uri, name):\n");
@@ -354,12 +354,11 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     r.description.as_deref().unwrap_or_default().chars().take(200).collect();
                 text.push_str(&format!("- {}: {} ({}) {about}\n", r.server_label, r.uri, r.name));
             }
-            sink.event(
-                "step",
-                json!({"tool": RESOURCE_LIST, "mcp": true, "state": "done", "resources": self.resources.len()}),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            sink.event(TurnEvent::step(Step {
+                resources: Some(self.resources.len()),
+                ..Step::mcp_tool(RESOURCE_LIST, StepState::Done)
+            }))
+            .await?;
             return Ok(text);
         }
         let arguments: Value = serde_json::from_str(&call.arguments_json).unwrap_or(Value::Null);
@@ -369,13 +368,12 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             r.uri == uri && server.is_none_or(|s| s.eq_ignore_ascii_case(&r.server_label))
         });
         let Some(resource) = found else {
-            sink.event(
-                "step",
-                json!({"tool": RESOURCE_READ, "mcp": true, "state": "failed", "uri": uri,
-                       "error": "not a listed resource"}),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            sink.event(TurnEvent::step(Step {
+                uri: Some(uri.to_owned()),
+                error: Some("not a listed resource".to_owned()),
+                ..Step::mcp_tool(RESOURCE_READ, StepState::Failed)
+            }))
+            .await?;
             return Ok(format!(
                 "No server lists a resource at `{uri}`; mcp_resource_list shows those that can \
                  be read."
@@ -398,24 +396,22 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     &text.join("\n"),
                     &Caps::default(),
                 );
-                sink.event(
-                    "step",
-                    json!({"tool": RESOURCE_READ, "mcp": true, "state": "done",
-                           "server": resource.server_label, "uri": resource.uri}),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                sink.event(TurnEvent::step(Step {
+                    server: Some(resource.server_label.clone()),
+                    uri: Some(resource.uri.clone()),
+                    ..Step::mcp_tool(RESOURCE_READ, StepState::Done)
+                }))
+                .await?;
                 Ok(wrapped.into_string())
             }
             Err(err) => {
-                sink.event(
-                    "step",
-                    json!({"tool": RESOURCE_READ, "mcp": true, "state": "failed",
-                           "server": resource.server_label, "uri": resource.uri,
-                           "error": err.to_string()}),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                sink.event(TurnEvent::step(Step {
+                    server: Some(resource.server_label.clone()),
+                    uri: Some(resource.uri.clone()),
+                    error: Some(err.to_string()),
+                    ..Step::mcp_tool(RESOURCE_READ, StepState::Failed)
+                }))
+                .await?;
                 Ok(format!(
                     "The resource {} on the server {} could not be read: {err}",
                     resource.uri, resource.server_label
@@ -432,21 +428,15 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         guard: &mut TurnGuard,
         sink: &S,
         waiting_card: &WaitingCard,
-    ) -> Result<String, String> {
-        let step = |state: &str, extra: Value| {
-            let mut data = json!({
-                "tool": tool.model_name, "server": tool.server_label, "serverTool": tool.tool_name,
-                "mcp": true, "state": state,
-            });
-            if let (Some(data), Value::Object(extra)) = (data.as_object_mut(), extra) {
-                data.extend(extra);
-            }
-            data
+    ) -> Result<String, TurnError> {
+        let step = |state: StepState, call_id: Option<&str>| Step {
+            call_id: call_id.map(str::to_owned),
+            ..Step::mcp_call(&tool.model_name, &tool.server_label, &tool.tool_name, state)
         };
         let arguments: Value = match serde_json::from_str(&call.arguments_json) {
             Ok(Value::Object(map)) => Value::Object(map),
             _ => {
-                sink.event("step", step("invalid", json!({}))).await.map_err(|e| e.to_string())?;
+                sink.event(TurnEvent::step(step(StepState::Invalid, None))).await?;
                 return Ok(format!(
                     "The arguments for {} were not a JSON object; nothing was called.",
                     tool.model_name
@@ -468,7 +458,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         };
         let gate = gate(self.context);
         if let Gate::RefuseOutright { reason } = gate {
-            sink.event("step", step("refused", json!({}))).await.map_err(|e| e.to_string())?;
+            sink.event(TurnEvent::step(step(StepState::Refused, None))).await?;
             return Ok(reason.to_owned());
         }
         // A ticked bot runs its calls unasked (the tick is the whole of the consent); recorded.
@@ -489,34 +479,25 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             )
         });
         let approved = match decision {
-            None => self
-                .broker
-                .record_unasked(new_call, Unasked::Bot)
-                .await
-                .map_err(|e| e.to_string())?,
-            Some(ConsentDecision::Allowed { because }) => self
-                .broker
-                .record_unasked(new_call, Unasked::Remembered(because))
-                .await
-                .map_err(|e| e.to_string())?,
+            None => self.broker.record_unasked(new_call, Unasked::Bot).await?,
+            Some(ConsentDecision::Allowed { because }) => {
+                self.broker.record_unasked(new_call, Unasked::Remembered(because)).await?
+            }
             Some(ConsentDecision::Ask) => {
-                let pending = self.broker.request(new_call).await.map_err(|e| e.to_string())?;
+                let pending = self.broker.request(new_call).await?;
                 // Stopped from here on, the card is withdrawn rather than left to lapse.
                 let mut standing = self.broker.abandon_guard(&pending.id);
                 // Set as soon as the card exists: tabs may see it (and Stop) from now on.
-                waiting_card.set(Some(step("interrupted", json!({ "callId": pending.id }))));
-                sink.event("approval", json!({ "card": pending.card() }))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                waiting_card.set(Some(step(StepState::Interrupted, Some(&pending.id))));
+                sink.event(TurnEvent::Approval(ApprovalShown { card: card_view(pending.card()) }))
+                    .await?;
                 let outcome = self.broker.wait(&pending.id).await;
                 waiting_card.set(None);
-                let outcome = outcome.map_err(|e| e.to_string())?;
+                let outcome = outcome?;
                 standing.disarm();
                 if !outcome.allowed() {
-                    let state = outcome.state().as_str();
-                    sink.event("step", step(state, json!({ "callId": pending.id })))
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    let state = step_state(outcome.state());
+                    sink.event(TurnEvent::step(step(state, Some(&pending.id)))).await?;
                     return Ok(outcome.model_text().unwrap_or_else(|| {
                         format!("The call to {} was not made.", tool.model_name)
                     }));
@@ -524,8 +505,8 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 outcome.call
             }
         };
-        Broker::<P>::verify_arguments(&approved, &arguments).map_err(|e| e.to_string())?;
-        let sent = approved.arguments().map_err(|e| e.to_string())?;
+        Broker::<P>::verify_arguments(&approved, &arguments)?;
+        let sent = approved.arguments()?;
         if let Some(check) = self.in_use {
             let in_use = check
                 .still_in_use(
@@ -549,9 +530,11 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 )),
             };
             if let Some(why) = why {
-                sink.event("step", step("failed", json!({ "callId": approved.id, "error": why })))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let failed = Step {
+                    error: Some(why.clone()),
+                    ..step(StepState::Failed, Some(&approved.id))
+                };
+                sink.event(TurnEvent::step(failed)).await?;
                 return Ok(format!("The call was not made: {why}."));
             }
         }
@@ -570,32 +553,60 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             .await
         {
             Ok(result) => {
-                let wrapped = guard.admit(
-                    &tool.server_label,
-                    Source::ToolResult { tool: &tool.model_name },
-                    &result.text_for_model(),
-                    &Caps::default(),
-                );
-                sink.event(
-                    "step",
-                    step("allowed", json!({ "callId": approved.id, "isError": result.is_error })),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-                Ok(wrapped.into_string())
+                let wrapped = guard
+                    .admit(
+                        &tool.server_label,
+                        Source::ToolResult { tool: &tool.model_name },
+                        &result.text_for_model(),
+                        &Caps::default(),
+                    )
+                    .into_string();
+                let allowed = Step {
+                    is_error: Some(result.is_error),
+                    ..step(StepState::Allowed, Some(&approved.id))
+                };
+                sink.event(TurnEvent::step(allowed)).await?;
+                Ok(wrapped)
             }
             Err(err) => {
-                sink.event(
-                    "step",
-                    step("failed", json!({ "callId": approved.id, "error": err.to_string() })),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
+                let failed = Step {
+                    error: Some(err.to_string()),
+                    ..step(StepState::Failed, Some(&approved.id))
+                };
+                sink.event(TurnEvent::step(failed)).await?;
                 Ok(format!(
                     "The call to {} on the server {} failed: {err}",
                     tool.model_name, tool.server_label
                 ))
             }
         }
+    }
+}
+
+/// The card as a tab shows it.
+fn card_view(card: llooma_approval_broker::ApprovalCard) -> ApprovalCardView {
+    ApprovalCardView {
+        id: card.id,
+        conversation_id: card.conversation_id,
+        turn_id: card.turn_id,
+        server_id: card.server_id,
+        server_label: card.server_label,
+        tool_name: card.tool_name,
+        model_tool_name: card.model_tool_name,
+        tool_description: card.tool_description,
+        arguments_json: card.arguments_json,
+        created_at_ms: card.created_at_ms,
+        deadline_ms: card.deadline_ms,
+    }
+}
+
+/// The timeline's word for how a card was settled.
+pub(crate) fn step_state(state: llooma_approval_broker::CallState) -> StepState {
+    use llooma_approval_broker::CallState;
+    match state {
+        CallState::Allowed => StepState::Allowed,
+        CallState::Refused | CallState::Pending => StepState::Refused,
+        CallState::Expired => StepState::Expired,
+        CallState::Interrupted => StepState::Interrupted,
     }
 }

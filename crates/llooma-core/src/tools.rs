@@ -13,10 +13,12 @@ use std::pin::Pin;
 
 use llooma_memory_guard::{TurnGuard, WriteVerdict};
 use llooma_providers::{ToolCall, ToolDefinition};
+use llooma_types::{ChoicesShown, Step, StepState, TurnEvent};
 use serde_json::{Value, json};
 
+use crate::engine::{TurnRequest, TurnSink};
+use crate::error::SinkError;
 use crate::html::html_to_text;
-use crate::{TurnRequest, TurnSink};
 
 pub const CURRENT_DATE: &str = "current_date";
 pub const WEB_SEARCH: &str = "web_search";
@@ -236,12 +238,13 @@ impl<'a> BuiltinTools<'a> {
         request: &TurnRequest,
         guard: &mut TurnGuard,
         sink: &S,
-    ) -> Result<String, String> {
+    ) -> Result<String, SinkError> {
         let arguments: Value = serde_json::from_str(&call.arguments_json).unwrap_or(Value::Null);
         let outcome = match call.name.as_str() {
-            CURRENT_DATE => {
-                Outcome::done(request.now_rfc3339.clone(), json!({ "result": request.now_rfc3339 }))
-            }
+            CURRENT_DATE => Outcome::done(
+                request.now_rfc3339.clone(),
+                Step { result: Some(request.now_rfc3339.clone()), ..Step::default() },
+            ),
             WEB_SEARCH => match self.web_search {
                 Some(search) => run_search(search, &arguments).await,
                 None => Outcome::unknown(&call.name),
@@ -256,43 +259,52 @@ impl<'a> BuiltinTools<'a> {
             },
             OFFER_CHOICES if self.choices => match choices(&arguments) {
                 Ok((question, options)) => {
-                    let shown =
-                        json!({ "callId": call.id, "question": question, "options": options });
-                    sink.event("choices", shown).await.map_err(|e| e.to_string())?;
+                    sink.event(TurnEvent::Choices(ChoicesShown {
+                        call_id: call.id.clone(),
+                        question: question.clone(),
+                        options: options.clone(),
+                    }))
+                    .await?;
                     Outcome::done(
                         "The person now sees these choices as buttons; their pick arrives as \
                          their next message. Do not choose for them."
                             .into(),
-                        json!({ "question": question, "options": options }),
+                        Step {
+                            question: Some(question),
+                            options: Some(options),
+                            ..Step::default()
+                        },
                     )
                 }
                 Err(problem) => Outcome::failed(problem),
             },
             other => Outcome::unknown(other),
         };
-        let mut step = json!({ "tool": call.name, "state": outcome.state });
-        if let (Some(step), Value::Object(extra)) = (step.as_object_mut(), outcome.step) {
-            step.extend(extra);
-        }
-        sink.event("step", step).await.map_err(|e| e.to_string())?;
+        let step = Step { tool: Some(call.name.clone()), state: outcome.state, ..outcome.step };
+        sink.event(TurnEvent::step(step)).await?;
         Ok(outcome.result)
     }
 }
 
-/// A tool's result for the model, and what its timeline step shows.
+/// A tool's result for the model, and what its timeline step shows (its tool's own fields;
+/// `tool` and `state` are filled in by the caller).
 struct Outcome {
-    state: &'static str,
+    state: StepState,
     result: String,
-    step: Value,
+    step: Step,
 }
 
 impl Outcome {
-    fn done(result: String, step: Value) -> Self {
-        Outcome { state: "done", result, step }
+    fn done(result: String, step: Step) -> Self {
+        Outcome { state: StepState::Done, result, step }
     }
 
     fn failed(result: String) -> Self {
-        Outcome { state: "failed", step: json!({ "error": result }), result }
+        Outcome {
+            state: StepState::Failed,
+            step: Step { error: Some(result.clone()), ..Step::default() },
+            result,
+        }
     }
 
     fn unknown(name: &str) -> Self {
@@ -384,7 +396,7 @@ async fn run_search(search: &dyn WebSearch, arguments: &Value) -> Outcome {
     match search.search(query).await {
         Ok(hits) if hits.is_empty() => Outcome::done(
             format!("No results for \"{query}\"."),
-            json!({ "query": query, "results": 0 }),
+            Step { query: Some(query.to_owned()), results: Some(0), ..Step::default() },
         ),
         Ok(hits) => {
             let shown = hits.len().min(MAX_SEARCH_RESULTS);
@@ -400,7 +412,10 @@ async fn run_search(search: &dyn WebSearch, arguments: &Value) -> Outcome {
                     snippet
                 ));
             }
-            Outcome::done(text, json!({ "query": query, "results": shown }))
+            Outcome::done(
+                text,
+                Step { query: Some(query.to_owned()), results: Some(shown), ..Step::default() },
+            )
         }
         Err(err) => Outcome::failed(format!("The web search failed: {err}. Answer without it.")),
     }
@@ -414,7 +429,8 @@ async fn run_read_page(reader: &dyn PageReader, arguments: &Value) -> Outcome {
         Ok(page) => page,
         Err(err) => {
             let mut outcome = Outcome::failed(format!("The page {url} could not be read: {err}"));
-            outcome.step = json!({ "url": url, "error": err.0 });
+            outcome.step =
+                Step { url: Some(url.to_owned()), error: Some(err.0), ..Step::default() };
             return outcome;
         }
     };
@@ -432,7 +448,7 @@ async fn run_read_page(reader: &dyn PageReader, arguments: &Value) -> Outcome {
                 if other.is_empty() { "not given" } else { other }
             );
             let mut outcome = Outcome::failed(format!("The page {url} could not be read: {error}"));
-            outcome.step = json!({ "url": page.url, "error": error });
+            outcome.step = Step { url: Some(page.url), error: Some(error), ..Step::default() };
             return outcome;
         }
     };
@@ -451,7 +467,13 @@ async fn run_read_page(reader: &dyn PageReader, arguments: &Value) -> Outcome {
     }
     Outcome::done(
         result,
-        json!({ "url": page.url, "title": title, "characters": total, "cut": cut }),
+        Step {
+            url: Some(page.url),
+            title: Some(title),
+            characters: Some(total),
+            cut: Some(cut),
+            ..Step::default()
+        },
     )
 }
 
@@ -463,15 +485,16 @@ async fn run_memory(
 ) -> Outcome {
     if tool == MEMORY_READ {
         return match memory.port.entries(memory.persona_id).await {
-            Ok(entries) if entries.is_empty() => {
-                Outcome::done("Nothing is remembered yet.".into(), json!({ "entries": 0 }))
-            }
+            Ok(entries) if entries.is_empty() => Outcome::done(
+                "Nothing is remembered yet.".into(),
+                Step { entries: Some(0), ..Step::default() },
+            ),
             Ok(entries) => {
                 let mut text = String::from("What you remember (id: note):\n");
                 for entry in &entries {
                     text.push_str(&format!("- {}: {}\n", entry.id, entry.content));
                 }
-                Outcome::done(text, json!({ "entries": entries.len() }))
+                Outcome::done(text, Step { entries: Some(entries.len()), ..Step::default() })
             }
             Err(err) => Outcome::failed(format!("Memory could not be read: {err}")),
         };
@@ -479,13 +502,14 @@ async fn run_memory(
     // Writing and forgetting both change memory: closed once an MCP server answered this turn.
     if let WriteVerdict::Refused(refusal) = guard.check_memory_write(tool) {
         return Outcome {
-            state: "refused",
+            state: StepState::Refused,
             result: refusal.model_message().to_owned(),
-            step: json!({
-                "memory": true,
-                "message": refusal.timeline_step(),
-                "closedBy": refusal.server_label(),
-            }),
+            step: Step {
+                memory: Some(true),
+                message: Some(refusal.timeline_step().to_owned()),
+                closed_by: Some(refusal.server_label().to_owned()),
+                ..Step::default()
+            },
         };
     }
     if tool == MEMORY_FORGET {
@@ -495,9 +519,10 @@ async fn run_memory(
             );
         };
         return match memory.port.forget(memory.persona_id, id).await {
-            Ok(true) => {
-                Outcome::done(format!("Forgotten: {id}."), json!({ "memory": true, "id": id }))
-            }
+            Ok(true) => Outcome::done(
+                format!("Forgotten: {id}."),
+                Step { memory: Some(true), id: Some(id.to_owned()), ..Step::default() },
+            ),
             Ok(false) => Outcome::failed(format!("There is no note {id}; memory_read lists them.")),
             Err(err) => Outcome::failed(format!("Memory could not be changed: {err}")),
         };
@@ -516,7 +541,12 @@ async fn run_memory(
     match memory.port.remember(memory.persona_id, content, memory.budget.max_entries).await {
         Ok(Some(entry)) => Outcome::done(
             format!("Saved as {}.", entry.id),
-            json!({ "memory": true, "id": entry.id, "content": entry.content }),
+            Step {
+                memory: Some(true),
+                id: Some(entry.id),
+                content: Some(entry.content),
+                ..Step::default()
+            },
         ),
         Ok(None) => Outcome::failed(format!(
             "Not saved: memory is full ({} notes). Forget one that no longer matters first \
@@ -534,15 +564,14 @@ mod tests {
     use llooma_memory_guard::McpAnswerKind;
 
     use super::*;
-    use crate::SinkError;
 
     #[derive(Default)]
     struct Steps(Mutex<Vec<Value>>);
 
     impl TurnSink for Steps {
-        async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
-            assert_eq!(kind, "step");
-            self.0.lock().unwrap().push(data);
+        async fn event(&self, event: TurnEvent) -> Result<(), SinkError> {
+            assert_eq!(event.kind(), "step");
+            self.0.lock().unwrap().push(serde_json::from_str(&event.encode().data_json).unwrap());
             Ok(())
         }
     }
@@ -791,8 +820,10 @@ mod tests {
         #[derive(Default)]
         struct Everything(Mutex<Vec<(String, Value)>>);
         impl TurnSink for Everything {
-            async fn event(&self, kind: &str, data: Value) -> Result<(), SinkError> {
-                self.0.lock().unwrap().push((kind.to_owned(), data));
+            async fn event(&self, event: TurnEvent) -> Result<(), SinkError> {
+                let encoded = event.encode();
+                let data = serde_json::from_str(&encoded.data_json).unwrap();
+                self.0.lock().unwrap().push((encoded.kind.to_owned(), data));
                 Ok(())
             }
         }

@@ -11,6 +11,8 @@ use sea_orm::{
     QueryOrder, QuerySelect, Set, Statement, TransactionTrait,
 };
 
+use llooma_types::{EncodedEvent, EndState, Step, StepState, TurnEvent};
+
 use crate::entities::{conversations, messages, turn_events, turns};
 use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
 
@@ -39,9 +41,10 @@ pub struct Message {
     pub created_at_ms: i64,
 }
 
-/// One entry of a conversation's event log.
+/// One entry of a conversation's event log: a [`llooma_types::TurnEvent`] as it was encoded
+/// when it was written, with its number.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TurnEvent {
+pub struct StoredEvent {
     pub seq: i64,
     pub turn_id: String,
     pub kind: String,
@@ -309,18 +312,21 @@ impl Store {
             // A card the turn was waiting on can no longer be answered: its step says so, as
             // the live turn's timeline would have.
             for call in crate::approvals::unsettled_calls_of_turn(self, &turn.id).await? {
-                let step = serde_json::json!({
-                    "tool": call.model_tool_name, "server": call.server_label,
-                    "serverTool": call.tool_name, "mcp": true, "state": "interrupted",
-                    "callId": call.id,
-                })
-                .to_string();
-                self.append_event(&turn.conversation_id, &turn.id, "step", &step).await?;
+                let step = Step {
+                    call_id: Some(call.id),
+                    ..Step::mcp_call(
+                        call.model_tool_name,
+                        call.server_label,
+                        call.tool_name,
+                        StepState::Interrupted,
+                    )
+                };
+                let step = TurnEvent::step(step).encode();
+                self.append_event(&turn.conversation_id, &turn.id, &step).await?;
             }
-            let error = serde_json::json!({ "message": reason }).to_string();
-            self.append_event(&turn.conversation_id, &turn.id, "error", &error).await?;
-            let end = serde_json::json!({ "state": "failed" }).to_string();
-            self.end_turn(&turn.conversation_id, &turn.id, "failed", Some(reason), &end).await?;
+            let error = TurnEvent::error(reason).encode();
+            self.append_event(&turn.conversation_id, &turn.id, &error).await?;
+            self.end_turn(&turn.conversation_id, &turn.id, EndState::Failed, Some(reason)).await?;
         }
         Ok(running.len() as u64)
     }
@@ -330,25 +336,26 @@ impl Store {
         &self,
         conversation_id: &str,
         turn_id: &str,
-        kind: &str,
-        data_json: &str,
+        event: &EncodedEvent,
     ) -> StoreResult<i64> {
-        self.append(conversation_id, turn_id, kind, data_json, None).await
+        self.append(conversation_id, turn_id, event.kind, &event.data_json, None).await
     }
 
-    /// Ends a running turn (`done`, `failed` or `stopped`) and appends its `end` event
-    /// (`end_json`) in one transaction, and returns the event's number: a tab that sees `end`
+    /// Ends a running turn (`done`, `failed` or `stopped`) and appends its `end` event in one
+    /// transaction; returns the event's number and the event as written. A tab that sees `end`
     /// can send at once (the turn is no longer running), and no event of the next turn is
     /// numbered before it.
     pub async fn end_turn(
         &self,
         conversation_id: &str,
         turn_id: &str,
-        state: &str,
+        state: EndState,
         error: Option<&str>,
-        end_json: &str,
-    ) -> StoreResult<i64> {
-        self.append(conversation_id, turn_id, "end", end_json, Some((state, error))).await
+    ) -> StoreResult<(i64, EncodedEvent)> {
+        let end = TurnEvent::end(state).encode();
+        let finish = Some((state.as_str(), error));
+        let seq = self.append(conversation_id, turn_id, end.kind, &end.data_json, finish).await?;
+        Ok((seq, end))
     }
 
     async fn append(
@@ -418,7 +425,7 @@ impl Store {
         conversation_id: &str,
         after_seq: i64,
         limit: u64,
-    ) -> StoreResult<Vec<TurnEvent>> {
+    ) -> StoreResult<Vec<StoredEvent>> {
         Ok(turn_events::Entity::find()
             .filter(turn_events::Column::ConversationId.eq(conversation_id))
             .filter(turn_events::Column::Seq.gt(after_seq))
@@ -427,7 +434,7 @@ impl Store {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|m| TurnEvent {
+            .map(|m| StoredEvent {
                 seq: m.seq,
                 turn_id: m.turn_id,
                 kind: m.kind,

@@ -33,7 +33,7 @@ pub use approvals::APPROVAL_CHANNEL;
 pub use bots::{BotConnection, BotIntegration, BotRunReport, BotSettingsRow};
 pub use catalogue::{CatalogueEntry, CatalogueRatings, CatalogueUsage, NewCatalogueEntry};
 pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
-pub use conversations::{Conversation, ConversationPatch, Message, TurnEvent};
+pub use conversations::{Conversation, ConversationPatch, Message, StoredEvent};
 pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState};
 pub use login_failures::FailureScope;
 pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};

@@ -4,6 +4,12 @@
 //! and the server agree on the wire format by construction. Nothing here ever carries a secret:
 //! a token or key is described by whether it is set (`has_key`), never by its value.
 
+pub mod events;
+
+pub use events::{
+    ApprovalShown, Attached, ChoicesShown, Delta, EncodedEvent, EndState, RequestWeighed, Step,
+    StepState, TurnEnded, TurnEvent, TurnFailure, TurnStarted, UnknownEvent,
+};
 use serde::{Deserialize, Serialize};
 
 /// What an account may do on the instance.

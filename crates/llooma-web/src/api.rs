@@ -22,7 +22,8 @@ impl Failure {
 }
 
 /// What a component calls when an event arrives on a stream: (event name, its JSON data).
-pub type OnEvent = std::rc::Rc<dyn Fn(&str, Value)>;
+/// Called with each event's name and its data (JSON text).
+pub type OnEvent = std::rc::Rc<dyn Fn(&str, &str)>;
 
 #[cfg(feature = "hydrate")]
 mod browser {
@@ -92,8 +93,7 @@ mod browser {
             let callback = Closure::<dyn Fn(web_sys::MessageEvent)>::new(
                 move |message: web_sys::MessageEvent| {
                     let data = message.data().as_string().unwrap_or_default();
-                    let value = serde_json::from_str(&data).unwrap_or(Value::Null);
-                    on(&event, value);
+                    on(&event, &data);
                 },
             );
             let _ =
@@ -174,6 +174,8 @@ mod inert {
 
     pub fn listen(_path: &str, _names: &[&str], _on: OnEvent) {}
 
+    pub fn console_error(_message: &str) {}
+
     pub fn go(_path: &str) {}
 
     pub fn now_ms() -> i64 {
@@ -188,7 +190,7 @@ mod inert {
 }
 
 #[cfg(not(feature = "hydrate"))]
-pub use inert::{call, copy_text, every_second, go, listen, now_ms};
+pub use inert::{call, console_error, copy_text, every_second, go, listen, now_ms};
 
 /// Runs a future in the browser (event handlers); nothing in the server build.
 pub fn spawn(future: impl std::future::Future<Output = ()> + 'static) {

@@ -5,7 +5,8 @@ use std::rc::Rc;
 
 use leptos::prelude::*;
 use llooma_types::{
-    ApprovalCardView, ConversationDetail, ConversationView, PersonaView, ProviderChoice,
+    ApprovalCardView, Attached, ConversationDetail, ConversationView, PersonaView, ProviderChoice,
+    Step, StepState, TurnEvent,
 };
 use serde_json::{Value, json};
 
@@ -294,8 +295,8 @@ fn short_time(rfc3339: &str) -> String {
 enum Part {
     Text(String),
     Reasoning(String),
-    /// A `step` event's data (or a waiting card's summary).
-    Step(Value),
+    /// A `step` event (or a waiting card's summary).
+    Step(Box<Step>),
 }
 
 /// One message of the timeline: the person's, or a reply built from its turn's events.
@@ -365,10 +366,10 @@ impl Chat {
         });
     }
 
-    fn on_event(&self, name: &str, data: Value) {
-        match name {
-            "start" => {
-                let turn = data["turnId"].as_str().unwrap_or_default().to_owned();
+    fn on_event(&self, event: TurnEvent) {
+        match event {
+            TurnEvent::Start(started) => {
+                let turn = started.turn_id;
                 self.running.set(true);
                 if let Some(reply) = self.find(false, &turn) {
                     // The log is replayed from its start: the reply is rebuilt from it.
@@ -405,54 +406,62 @@ impl Chat {
                     });
                 }
             }
-            "text" | "reasoning" => {
+            TurnEvent::Text(piece) => {
                 let Some(reply) = self.current() else { return };
-                let delta = data["delta"].as_str().unwrap_or_default();
-                reply.parts.update(|parts| match (name, parts.last_mut()) {
-                    ("text", Some(Part::Text(text))) => text.push_str(delta),
-                    ("reasoning", Some(Part::Reasoning(text))) => text.push_str(delta),
-                    ("text", _) => parts.push(Part::Text(delta.to_owned())),
-                    _ => parts.push(Part::Reasoning(delta.to_owned())),
+                reply.parts.update(|parts| match parts.last_mut() {
+                    Some(Part::Text(text)) => text.push_str(&piece.delta),
+                    _ => parts.push(Part::Text(piece.delta)),
                 });
             }
-            "approval" => {
+            TurnEvent::Reasoning(piece) => {
                 let Some(reply) = self.current() else { return };
-                let card = &data["card"];
-                let step = json!({
-                    "mcp": true, "state": "waiting", "server": card["serverLabel"],
-                    "serverTool": card["toolName"], "tool": card["modelToolName"],
-                    "callId": card["id"],
+                reply.parts.update(|parts| match parts.last_mut() {
+                    Some(Part::Reasoning(text)) => text.push_str(&piece.delta),
+                    _ => parts.push(Part::Reasoning(piece.delta)),
                 });
-                reply.parts.update(|parts| parts.push(Part::Step(step)));
             }
-            "step" => {
+            TurnEvent::Approval(shown) => {
+                let Some(reply) = self.current() else { return };
+                let card = shown.card;
+                let step = Step {
+                    call_id: Some(card.id),
+                    ..Step::mcp_call(
+                        card.model_tool_name,
+                        card.server_label,
+                        card.tool_name,
+                        StepState::Waiting,
+                    )
+                };
+                reply.parts.update(|parts| parts.push(Part::Step(Box::new(step))));
+            }
+            TurnEvent::Step(step) => {
                 let Some(reply) = self.current() else { return };
                 reply.parts.update(|parts| {
-                    let call = data.get("callId").filter(|c| !c.is_null());
-                    let waiting = call.and_then(|call| {
-                        parts
-                            .iter_mut()
-                            .find(|p| matches!(p, Part::Step(s) if s.get("callId") == Some(call)))
+                    // A settled call replaces its waiting card's step.
+                    let waiting = step.call_id.as_ref().and_then(|call| {
+                        parts.iter_mut().find(
+                            |p| matches!(p, Part::Step(s) if s.call_id.as_ref() == Some(call)),
+                        )
                     });
                     match waiting {
-                        Some(part) => *part = Part::Step(data),
-                        None => parts.push(Part::Step(data)),
+                        Some(part) => *part = Part::Step(step),
+                        None => parts.push(Part::Step(step)),
                     }
                 });
             }
-            "error" => {
+            TurnEvent::Error(failure) => {
                 if let Some(reply) = self.current() {
-                    reply.error.set(data["message"].as_str().map(str::to_owned));
+                    reply.error.set(Some(failure.message));
                 }
             }
-            "end" => {
+            TurnEvent::End(ended) => {
                 if let Some(reply) = self.current() {
-                    reply.state.set(data["state"].as_str().map(str::to_owned));
+                    reply.state.set(Some(ended.state.as_str().to_owned()));
                 }
                 self.current.set_value(None);
                 self.running.set(false);
             }
-            _ => {}
+            TurnEvent::Choices(_) | TurnEvent::Request(_) => {}
         }
     }
 }
@@ -488,10 +497,14 @@ fn Conversation(
         })
         .collect();
     chat.entries.set(initial);
-    let on: api::OnEvent = Rc::new(move |name: &str, data: Value| chat.on_event(name, data));
+    let on: api::OnEvent =
+        Rc::new(move |name: &str, data: &str| match TurnEvent::decode(name, data) {
+            Ok(event) => chat.on_event(event),
+            Err(err) => api::console_error(&err.to_string()),
+        });
     api::listen(
         &format!("/api/v1/conversations/{id}/events?after={}", detail.events_after),
-        &["start", "text", "reasoning", "approval", "step", "error", "end"],
+        &TurnEvent::KINDS,
         on,
     );
 
@@ -564,60 +577,58 @@ fn part_view(user: bool, part: Part) -> impl IntoView {
 }
 
 /// A tool call in the timeline: which server and tool, and what became of it.
-fn step_view(step: &Value) -> impl IntoView {
-    let text = |key: &str| step[key].as_str().unwrap_or_default().to_owned();
-    let state = text("state");
-    if step["mcp"].as_bool() != Some(true) {
-        let tool = text("tool");
-        let arguments = text("arguments");
-        let result = text("result");
+fn step_view(step: &Step) -> impl IntoView {
+    let text = |field: &Option<String>| field.clone().unwrap_or_default();
+    let state = step.state.as_str();
+    if !step.is_mcp() {
+        let tool = text(&step.tool);
+        let result = text(&step.result);
         // A refusal (memory closed after an MCP answer) or a failure says why, unopened.
-        let outcome = match state.as_str() {
-            "refused" => format!(" — refused: {}", text("message")),
-            "failed" => format!(" — failed: {}", text("error")),
+        let outcome = match step.state {
+            StepState::Refused => format!(" — refused: {}", text(&step.message)),
+            StepState::Failed => format!(" — failed: {}", text(&step.error)),
             _ => String::new(),
         };
         return view! {
             <details class=format!("step builtin {state}")>
                 <summary>"Used " <b>{tool}</b> {outcome}</summary>
-                <pre class="args">{pretty(&arguments)}</pre>
                 <pre class="result">{result}</pre>
             </details>
         }
         .into_any();
     }
-    let server = text("server");
+    let server = text(&step.server);
     // An MCP tool call names the server's tool; a resource or prompt the person attached, or the
     // model's reading of resources and asking for tools, say what it was.
-    let tool = match (text("serverTool"), text("attached")) {
-        (name, _) if !name.is_empty() => name,
-        (_, attached) if attached == "resource" => format!("resource {}", text("uri")),
-        (_, attached) if attached == "prompt" => format!("prompt {}", text("name")),
-        _ => match text("uri") {
-            uri if !uri.is_empty() => format!("{} {uri}", text("tool")),
-            _ => text("tool"),
+    let tool = match (&step.server_tool, step.attached) {
+        (Some(name), _) if !name.is_empty() => name.clone(),
+        (_, Some(Attached::Resource)) => format!("resource {}", text(&step.uri)),
+        (_, Some(Attached::Prompt)) => format!("prompt {}", text(&step.name)),
+        _ => match &step.uri {
+            Some(uri) if !uri.is_empty() => format!("{} {uri}", text(&step.tool)),
+            _ => text(&step.tool),
         },
     };
-    let (icon, what) = match state.as_str() {
-        "done" if !text("attached").is_empty() => ("✓", "attached".to_owned()),
-        "done" => ("✓", "read".to_owned()),
-        "opened" => ("✓", format!("tools of {} offered", text("group"))),
-        "waiting" => ("…", "waiting for your answer".to_owned()),
-        "allowed" if step["isError"].as_bool() == Some(true) => {
+    let group = step.group.clone().flatten().unwrap_or_default();
+    let (icon, what) = match step.state {
+        StepState::Done if step.attached.is_some() => ("✓", "attached".to_owned()),
+        StepState::Done => ("✓", "read".to_owned()),
+        StepState::Opened => ("✓", format!("tools of {group} offered")),
+        StepState::Waiting => ("…", "waiting for your answer".to_owned()),
+        StepState::Allowed if step.is_error == Some(true) => {
             ("!", "called; the server answered with an error".to_owned())
         }
-        "allowed" => ("✓", "called".to_owned()),
-        "refused" => ("✕", "refused: nothing was sent".to_owned()),
-        "expired" => ("⌛", "not answered in time: nothing was sent".to_owned()),
-        "interrupted" => ("■", "dropped: the reply stopped".to_owned()),
-        "failed" => ("!", format!("could not be called: {}", text("error"))),
-        "invalid" => {
+        StepState::Allowed => ("✓", "called".to_owned()),
+        StepState::Refused => ("✕", "refused: nothing was sent".to_owned()),
+        StepState::Expired => ("⌛", "not answered in time: nothing was sent".to_owned()),
+        StepState::Interrupted => ("■", "dropped: the reply stopped".to_owned()),
+        StepState::Failed => ("!", format!("could not be called: {}", text(&step.error))),
+        StepState::Invalid => {
             ("!", "the model's arguments were not an object: nothing was called".to_owned())
         }
-        other => ("·", other.to_owned()),
     };
     view! {
-        <div class=format!("step mcp {state}") data-state=state.clone()>
+        <div class=format!("step mcp {state}") data-state=state>
             <span class="icon">{icon}</span>
             <span class="server">{server}</span>
             " · "
@@ -863,27 +874,9 @@ fn ApprovalCards(
 ) -> impl IntoView {
     let cards = RwSignal::new(cards);
     let now = RwSignal::new(now_ms);
-    let on: api::OnEvent = Rc::new(move |name: &str, data: Value| match name {
-        "pending" => {
-            if let Ok(list) = serde_json::from_value::<Vec<ApprovalCardView>>(data["cards"].clone())
-            {
-                cards.set(list);
-            }
-        }
-        "appeared" => {
-            if let Ok(card) = serde_json::from_value::<ApprovalCardView>(data["card"].clone()) {
-                cards.update(|list| {
-                    if !list.iter().any(|c| c.id == card.id) {
-                        list.push(card);
-                    }
-                });
-            }
-        }
-        "answered" | "expired" | "interrupted" => {
-            let id = data["id"].as_str().unwrap_or_default().to_owned();
-            cards.update(|list| list.retain(|c| c.id != id));
-        }
-        _ => {}
+    let on: api::OnEvent = Rc::new(move |name: &str, data: &str| {
+        let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+        on_card_event(cards, name, &data);
     });
     api::listen(
         "/api/v1/approvals/events",
@@ -893,6 +886,7 @@ fn ApprovalCards(
     api::every_second(move || now.set(api::now_ms()));
     let csrf = StoredValue::new(csrf);
     let here = StoredValue::new(here);
+
     view! {
         <section class="approvals" aria-live="polite">
             <For
@@ -1012,5 +1006,31 @@ fn ApprovalCard(
             </div>
             <p class="error" role="alert">{move || error.get()}</p>
         </article>
+    }
+}
+
+/// Keeps the waiting cards as the account's approval stream tells them.
+fn on_card_event(cards: RwSignal<Vec<ApprovalCardView>>, name: &str, data: &Value) {
+    match name {
+        "pending" => {
+            if let Ok(list) = serde_json::from_value::<Vec<ApprovalCardView>>(data["cards"].clone())
+            {
+                cards.set(list);
+            }
+        }
+        "appeared" => {
+            if let Ok(card) = serde_json::from_value::<ApprovalCardView>(data["card"].clone()) {
+                cards.update(|list| {
+                    if !list.iter().any(|c| c.id == card.id) {
+                        list.push(card);
+                    }
+                });
+            }
+        }
+        "answered" | "expired" | "interrupted" => {
+            let id = data["id"].as_str().unwrap_or_default().to_owned();
+            cards.update(|list| list.retain(|c| c.id != id));
+        }
+        _ => {}
     }
 }

@@ -1,5 +1,7 @@
 //! Conversations: paged lists, and the end of a turn, on both engines.
 
+use llooma_types::{EndState, TurnEvent, TurnStarted};
+
 use crate::support::{TestDb, account};
 
 #[tokio::test]
@@ -43,13 +45,15 @@ async fn ending_a_turn_and_logging_its_end_is_one_write() {
     let alice = account(&store, "alice").await;
     let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
     let turn = store.start_turn(&c.id, "replica-1").await.unwrap();
-    store.append_event(&c.id, &turn, "text", r#"{"delta":"hi"}"#).await.unwrap();
-    let seq = store.end_turn(&c.id, &turn, "done", None, r#"{"state":"done"}"#).await.unwrap();
+    store.append_event(&c.id, &turn, &TurnEvent::text("hi").encode()).await.unwrap();
+    let (seq, end) = store.end_turn(&c.id, &turn, EndState::Done, None).await.unwrap();
+    assert_eq!((end.kind, end.data_json.as_str()), ("end", r#"{"state":"done"}"#));
     assert_eq!(seq, 2);
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None, "no longer running");
     // The next turn starts at once, and its events come after the end.
     let next = store.start_turn(&c.id, "replica-1").await.unwrap();
-    let start = store.append_event(&c.id, &next, "start", "{}").await.unwrap();
+    let start = TurnEvent::Start(TurnStarted { turn_id: next.clone() }).encode();
+    let start = store.append_event(&c.id, &next, &start).await.unwrap();
     assert!(start > seq);
 }
 

@@ -1,0 +1,506 @@
+//! The events of a turn: what the turn engine reports, what a conversation's log stores, what
+//! `GET /api/v1/conversations/{id}/events` streams and what the page reads. One type end to end.
+//!
+//! On the wire an event is a kind (the SSE `event:` name, the log's `kind` column) and a JSON
+//! payload (the SSE `data:`, the log's `data_json`); [`TurnEvent::encode`] makes that pair once,
+//! [`TurnEvent::decode`] reads it back. The payloads are the ones `docs/api.md` documents: fields
+//! that an event does not carry are left out, never sent as `null`, except where the documented
+//! shape has a `null` (`group` of an announce-mode step, `title` of a page without one).
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::ApprovalCardView;
+
+/// One event of a turn's log, in the order the turn produced it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TurnEvent {
+    /// The turn began (its person's message is stored with this `turnId`).
+    Start(TurnStarted),
+    /// A piece of the reply (several of the model's tokens may be joined in one).
+    Text(Delta),
+    /// A piece of the model's reasoning, where the model shows it.
+    Reasoning(Delta),
+    /// An MCP call waits for the person's answer.
+    Approval(ApprovalShown),
+    /// Buttons to show; the pick is sent as the next message.
+    Choices(ChoicesShown),
+    /// What the tool definitions of one request to the model weighed.
+    Request(RequestWeighed),
+    /// A tool call or an attached resource or prompt: what it was and what became of it
+    /// (boxed: a step has many optional fields, the other events a few).
+    Step(Box<Step>),
+    /// The turn failed; why, in words for the person.
+    Error(TurnFailure),
+    /// The turn is over (a new message may be sent at once).
+    End(TurnEnded),
+}
+
+/// A [`TurnEvent`] as it is stored and streamed: its kind and its JSON payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedEvent {
+    pub kind: &'static str,
+    pub data_json: String,
+}
+
+/// A stored or streamed event that is not one this version knows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownEvent {
+    pub kind: String,
+    pub problem: String,
+}
+
+impl std::fmt::Display for UnknownEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a turn event `{}` that cannot be read: {}", self.kind, self.problem)
+    }
+}
+
+impl std::error::Error for UnknownEvent {}
+
+impl TurnEvent {
+    /// The kind: the SSE event name and the log's `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TurnEvent::Start(_) => "start",
+            TurnEvent::Text(_) => "text",
+            TurnEvent::Reasoning(_) => "reasoning",
+            TurnEvent::Approval(_) => "approval",
+            TurnEvent::Choices(_) => "choices",
+            TurnEvent::Request(_) => "request",
+            TurnEvent::Step(_) => "step",
+            TurnEvent::Error(_) => "error",
+            TurnEvent::End(_) => "end",
+        }
+    }
+
+    /// Every kind, in the order of the variants (what a page subscribes to).
+    pub const KINDS: [&'static str; 9] =
+        ["start", "text", "reasoning", "approval", "choices", "request", "step", "error", "end"];
+
+    /// The kind and the JSON payload, made once for the log and for every watching tab.
+    pub fn encode(&self) -> EncodedEvent {
+        fn json<T: Serialize>(payload: &T) -> String {
+            // These payloads are plain structs of strings, numbers and booleans (and the card's
+            // JSON text): serializing them cannot fail.
+            serde_json::to_string(payload).unwrap_or_else(|_| "{}".to_owned())
+        }
+        let data_json = match self {
+            TurnEvent::Start(p) => json(p),
+            TurnEvent::Text(p) | TurnEvent::Reasoning(p) => json(p),
+            TurnEvent::Approval(p) => json(p),
+            TurnEvent::Choices(p) => json(p),
+            TurnEvent::Request(p) => json(p),
+            TurnEvent::Step(p) => json(p),
+            TurnEvent::Error(p) => json(p),
+            TurnEvent::End(p) => json(p),
+        };
+        EncodedEvent { kind: self.kind(), data_json }
+    }
+
+    /// Reads an event back from its kind and JSON payload.
+    pub fn decode(kind: &str, data_json: &str) -> Result<TurnEvent, UnknownEvent> {
+        fn parse<'a, T: Deserialize<'a>>(kind: &str, data: &'a str) -> Result<T, UnknownEvent> {
+            serde_json::from_str(data)
+                .map_err(|e| UnknownEvent { kind: kind.to_owned(), problem: e.to_string() })
+        }
+        Ok(match kind {
+            "start" => TurnEvent::Start(parse(kind, data_json)?),
+            "text" => TurnEvent::Text(parse(kind, data_json)?),
+            "reasoning" => TurnEvent::Reasoning(parse(kind, data_json)?),
+            "approval" => TurnEvent::Approval(parse(kind, data_json)?),
+            "choices" => TurnEvent::Choices(parse(kind, data_json)?),
+            "request" => TurnEvent::Request(parse(kind, data_json)?),
+            "step" => TurnEvent::Step(parse(kind, data_json)?),
+            "error" => TurnEvent::Error(parse(kind, data_json)?),
+            "end" => TurnEvent::End(parse(kind, data_json)?),
+            other => {
+                return Err(UnknownEvent {
+                    kind: other.to_owned(),
+                    problem: "not a kind of turn event".to_owned(),
+                });
+            }
+        })
+    }
+
+    pub fn text(delta: impl Into<String>) -> Self {
+        TurnEvent::Text(Delta { delta: delta.into() })
+    }
+
+    pub fn reasoning(delta: impl Into<String>) -> Self {
+        TurnEvent::Reasoning(Delta { delta: delta.into() })
+    }
+
+    pub fn error(message: impl Into<String>) -> Self {
+        TurnEvent::Error(TurnFailure { message: message.into() })
+    }
+
+    pub fn end(state: EndState) -> Self {
+        TurnEvent::End(TurnEnded { state })
+    }
+
+    pub fn step(step: Step) -> Self {
+        TurnEvent::Step(Box::new(step))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnStarted {
+    pub turn_id: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Delta {
+    pub delta: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalShown {
+    pub card: ApprovalCardView,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChoicesShown {
+    pub call_id: String,
+    pub question: String,
+    pub options: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestWeighed {
+    /// Which request of the turn (1 for the first).
+    pub round: usize,
+    /// How many tool definitions it carried (0 for the last, which offers none).
+    pub tools: usize,
+    pub tool_bytes: usize,
+    pub tool_tokens: usize,
+    /// Whether announce mode shaped it.
+    pub announce: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnFailure {
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnEnded {
+    pub state: EndState,
+}
+
+/// How a turn ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndState {
+    Done,
+    Stopped,
+    Failed,
+}
+
+impl EndState {
+    /// The word stored in a turn's row and sent in `end`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndState::Done => "done",
+            EndState::Stopped => "stopped",
+            EndState::Failed => "failed",
+        }
+    }
+}
+
+/// What became of a tool call, a chosen resource or prompt, or an announce-mode request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepState {
+    /// An app tool ran, a resource was read, a resource or prompt was attached.
+    #[default]
+    Done,
+    /// It could not run (the step's `error` says why).
+    Failed,
+    /// The person refused the call, or memory was closed after an MCP answer, or the turn may
+    /// not call MCP at all (a spoken turn).
+    Refused,
+    /// The MCP call was allowed and made (`isError` says whether the server reported an error).
+    Allowed,
+    /// Nobody answered the card in time: refused.
+    Expired,
+    /// The turn stopped (Stop, a restart) while the card waited.
+    Interrupted,
+    /// The model's arguments were not a JSON object: nothing was called.
+    Invalid,
+    /// Announce mode: the model asked for a server's (or group's) definitions.
+    Opened,
+    /// Shown by the page while a card waits for its answer; never sent by the server.
+    Waiting,
+}
+
+impl StepState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepState::Done => "done",
+            StepState::Failed => "failed",
+            StepState::Refused => "refused",
+            StepState::Allowed => "allowed",
+            StepState::Expired => "expired",
+            StepState::Interrupted => "interrupted",
+            StepState::Invalid => "invalid",
+            StepState::Opened => "opened",
+            StepState::Waiting => "waiting",
+        }
+    }
+}
+
+/// What the person attached to a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Attached {
+    Resource,
+    Prompt,
+}
+
+/// One step of a reply's timeline. Which fields are set depends on what the step is (see
+/// `docs/api.md`): an app tool (`tool`, `state` and that tool's own fields), an MCP call
+/// (`mcp`, `tool`, `server`, `serverTool`, `callId`, ...), a chosen resource or prompt
+/// (`mcp`, `server`, `attached`, `uri` or `name`), the resource tools, announce mode's `opened`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// The tool's name as the model called it (absent for an attached resource or prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    pub state: StepState,
+    /// Set on every step that involves an MCP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<bool>,
+    /// The MCP server's label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The tool's name on its server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tool: Option<String>,
+    /// The approval call's id (every MCP call that reached consent has one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+    /// The server answered the call with an error result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attached: Option<Attached>,
+    /// A resource's address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
+    /// A prompt's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Announce mode: the group asked for (`null`: every group of the server).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "nullable")]
+    pub group: Option<Option<String>>,
+    /// Announce mode: how many definitions were opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<usize>,
+    /// `mcp_resource_list`: how many resources were listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<usize>,
+    /// `current_date`: the date told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<String>,
+    /// `web_search`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub results: Option<usize>,
+    /// `read_page`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "nullable")]
+    pub title: Option<Option<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub characters: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut: Option<bool>,
+    /// `memory_read`: how many notes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries: Option<usize>,
+    /// Set on memory writes and forgets, and on refusals because memory is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<bool>,
+    /// The note written or forgotten.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// Why memory is closed, for the timeline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The MCP server whose answer closed memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub closed_by: Option<String>,
+    /// `offer_choices`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<Vec<String>>,
+    /// What the server returned, as the model read it (wrapped and labelled, and cut to the
+    /// result caps), on an MCP call that was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+/// A field that may be `null` on the wire: absent is `None`, `null` is `Some(None)`.
+fn nullable<'de, D, T>(deserializer: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
+}
+
+impl Step {
+    /// A step of one of the app's own tools.
+    pub fn app_tool(tool: impl Into<String>, state: StepState) -> Self {
+        Step { tool: Some(tool.into()), state, ..Step::default() }
+    }
+
+    /// A step of an MCP tool call.
+    pub fn mcp_call(
+        model_tool: impl Into<String>,
+        server: impl Into<String>,
+        server_tool: impl Into<String>,
+        state: StepState,
+    ) -> Self {
+        Step {
+            tool: Some(model_tool.into()),
+            server: Some(server.into()),
+            server_tool: Some(server_tool.into()),
+            mcp: Some(true),
+            state,
+            ..Step::default()
+        }
+    }
+
+    /// A step of one of the turn's MCP tools that is no call to a server (the resource tools,
+    /// announce mode's request for definitions).
+    pub fn mcp_tool(tool: impl Into<String>, state: StepState) -> Self {
+        Step { tool: Some(tool.into()), mcp: Some(true), state, ..Step::default() }
+    }
+
+    /// Whether the step involves an MCP server.
+    pub fn is_mcp(&self) -> bool {
+        self.mcp == Some(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn round_trip(kind: &str, payload: Value) {
+        let event = TurnEvent::decode(kind, &payload.to_string()).unwrap();
+        let encoded = event.encode();
+        assert_eq!(encoded.kind, kind);
+        let back: Value = serde_json::from_str(&encoded.data_json).unwrap();
+        assert_eq!(back, payload, "{kind} changed on the way through");
+    }
+
+    /// Every payload docs/api.md shows reads into the type and comes out exactly as it was:
+    /// same fields, nothing added, `null` only where the documented shape has one.
+    #[test]
+    fn the_documented_payloads_keep_their_exact_shape() {
+        round_trip("start", json!({"turnId": "t1"}));
+        round_trip("text", json!({"delta": "Hel"}));
+        round_trip("reasoning", json!({"delta": "hmm"}));
+        round_trip("choices", json!({"callId": "c", "question": "Which?", "options": ["a", "b"]}));
+        round_trip(
+            "request",
+            json!({"round": 1, "tools": 3, "toolBytes": 512, "toolTokens": 128, "announce": false}),
+        );
+        round_trip("error", json!({"message": "the provider refused the key"}));
+        round_trip("end", json!({"state": "stopped"}));
+        let steps = [
+            json!({"tool": "current_date", "state": "done", "result": "2026-12-01T10:00:00Z"}),
+            json!({"tool": "read_page", "state": "done", "url": "https://e.org/", "title": null,
+                   "characters": 10, "cut": false}),
+            json!({"tool": "read_page", "state": "failed", "url": "https://e.org/", "error": "x"}),
+            json!({"tool": "web_search", "state": "done", "query": "tides", "results": 3}),
+            json!({"tool": "memory_write", "state": "refused", "memory": true,
+                   "message": "closed", "closedBy": "mail"}),
+            json!({"tool": "memory_write", "state": "done", "memory": true, "id": "n1",
+                   "content": "likes tea"}),
+            json!({"tool": "offer_choices", "state": "done", "question": "Q?",
+                   "options": ["a", "b"]}),
+            json!({"mcp": true, "server": "home", "attached": "resource", "uri": "file:///a",
+                   "state": "failed", "error": "gone"}),
+            json!({"mcp": true, "server": "home", "attached": "prompt", "name": "p",
+                   "state": "done"}),
+            json!({"tool": "mcp_resource_list", "mcp": true, "state": "done", "resources": 2}),
+            json!({"tool": "mcp_home_turn_on", "server": "home", "serverTool": "turn_on",
+                   "mcp": true, "state": "allowed", "callId": "c1", "isError": false}),
+            json!({"tool": "mcp_server_tools", "mcp": true, "state": "opened", "server": "home",
+                   "group": null, "tools": 4}),
+            json!({"tool": "mcp_server_tools", "mcp": true, "state": "opened", "server": "home",
+                   "group": "lights", "tools": 2}),
+        ];
+        for step in steps {
+            round_trip("step", step);
+        }
+    }
+
+    #[test]
+    fn an_unknown_kind_or_a_malformed_payload_is_an_error_not_a_guess() {
+        assert!(TurnEvent::decode("sparkle", "{}").is_err());
+        let err = TurnEvent::decode("end", r#"{"state":"exploded"}"#).unwrap_err();
+        assert_eq!(err.kind, "end");
+        assert!(TurnEvent::decode("text", "not json").is_err());
+    }
+
+    #[test]
+    fn every_kind_is_listed_once() {
+        let events = [
+            TurnEvent::Start(TurnStarted { turn_id: "t".into() }),
+            TurnEvent::text("a"),
+            TurnEvent::reasoning("b"),
+            TurnEvent::Approval(ApprovalShown {
+                card: ApprovalCardView {
+                    id: "c".into(),
+                    conversation_id: "v".into(),
+                    turn_id: "t".into(),
+                    server_id: "s".into(),
+                    server_label: "home".into(),
+                    tool_name: "x".into(),
+                    model_tool_name: "mcp_home_x".into(),
+                    tool_description: String::new(),
+                    arguments_json: "{}".into(),
+                    created_at_ms: 1,
+                    deadline_ms: 2,
+                },
+            }),
+            TurnEvent::Choices(ChoicesShown {
+                call_id: "c".into(),
+                question: "q".into(),
+                options: vec![],
+            }),
+            TurnEvent::Request(RequestWeighed {
+                round: 1,
+                tools: 0,
+                tool_bytes: 0,
+                tool_tokens: 0,
+                announce: false,
+            }),
+            TurnEvent::step(Step::app_tool("current_date", StepState::Done)),
+            TurnEvent::error("x"),
+            TurnEvent::end(EndState::Done),
+        ];
+        let kinds: Vec<&str> = events.iter().map(TurnEvent::kind).collect();
+        assert_eq!(kinds, TurnEvent::KINDS);
+        for event in events {
+            let encoded = event.encode();
+            assert_eq!(TurnEvent::decode(encoded.kind, &encoded.data_json).unwrap(), event);
+        }
+    }
+}
