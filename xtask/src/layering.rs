@@ -176,6 +176,21 @@ const DIRECT_RULES: &[DirectRule] = &[
               shares only llooma-types with the server",
     },
     DirectRule {
+        scope: Scope::Under(&["crates/llooma-store"]),
+        forbidden: &["llooma-chatto-bot", "llooma-core", "llooma-api"],
+        kinds: NON_DEV,
+        why: "the store keeps records and implements the ports of the crates below it; it knows \
+              nothing of chat servers or of the application above it (the bot ledger is \
+              implemented in llooma-core on the store's plain methods)",
+    },
+    DirectRule {
+        scope: Scope::AllExcept(&["llooma-core", "llooma-chatto-fake", "llooma-e2e", "xtask"]),
+        forbidden: &["llooma-chatto-bot"],
+        kinds: NON_DEV,
+        why: "nothing Chatto-specific exists outside llooma-chatto-bot, which sits under the \
+              core (the core implements its Responder and runtime port)",
+    },
+    DirectRule {
         scope: Scope::Under(&["crates", "migrations"]),
         forbidden: &["anyhow", "eyre", "color-eyre"],
         kinds: NON_DEV,
@@ -183,6 +198,24 @@ const DIRECT_RULES: &[DirectRule] = &[
               and xtask/",
     },
 ];
+
+/// "Of the workspace's crates, `krate` depends only on `allowed` (edges of `kinds`)."
+#[derive(Debug)]
+struct OnlyRule {
+    krate: &'static str,
+    allowed: &'static [&'static str],
+    kinds: &'static [DepKind],
+    why: &'static str,
+}
+
+const ONLY_RULES: &[OnlyRule] = &[OnlyRule {
+    krate: "llooma-api",
+    allowed: &["llooma-core", "llooma-types", "llooma-vault"],
+    kinds: NON_DEV,
+    why: "the API is HTTP only: routes, extractors, request and response shapes, event-stream \
+          framing and the mapping of llooma-core's errors to status codes; what a request does \
+          is llooma-core's (llooma-vault only for the write-only `Secret` of request bodies)",
+}];
 
 /// "This crate must not depend on `forbidden`, not even transitively, through normal edges."
 #[derive(Debug)]
@@ -196,6 +229,7 @@ const PURE_WHY: &str = "pure crates do no IO and must not depend on tokio";
 
 const NO_TRANSITIVE: &[TransitiveRule] = &[
     TransitiveRule { krate: "llooma-policy", forbidden: "tokio", why: PURE_WHY },
+    TransitiveRule { krate: "llooma-consent", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-tool-naming", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-memory-guard", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-types", forbidden: "tokio", why: PURE_WHY },
@@ -305,7 +339,7 @@ pub fn check(ctx: &Ctx) -> Result<()> {
     if violations.is_empty() {
         eprintln!(
             "layering: ok ({} direct rules over {} crates, {} transitive rules)",
-            DIRECT_RULES.len(),
+            DIRECT_RULES.len() + ONLY_RULES.len(),
             ws.members.len(),
             NO_TRANSITIVE.len()
         );
@@ -323,7 +357,7 @@ pub fn check(ctx: &Ctx) -> Result<()> {
 }
 
 fn direct_violations(ws: &Workspace) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out = only_violations(ws);
     for rule in DIRECT_RULES {
         for m in ws.members.iter().filter(|m| rule.scope.covers(m)) {
             for dep in &m.deps {
@@ -334,6 +368,32 @@ fn direct_violations(ws: &Workspace) -> Vec<String> {
                         m.dir.display(),
                         dep.name,
                         dep.kind.describe(),
+                        rule.why
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn only_violations(ws: &Workspace) -> Vec<String> {
+    let ours = |name: &str| ws.members.iter().any(|m| m.name == name);
+    let mut out = Vec::new();
+    for rule in ONLY_RULES {
+        for m in ws.members.iter().filter(|m| m.name == rule.krate) {
+            for dep in &m.deps {
+                if ours(&dep.name)
+                    && !rule.allowed.contains(&dep.name.as_str())
+                    && rule.kinds.contains(&dep.kind)
+                {
+                    out.push(format!(
+                        "`{}` depends on `{}` as a {}, but of our crates it may depend only on {}: \
+                         {}",
+                        m.name,
+                        dep.name,
+                        dep.kind.describe(),
+                        rule.allowed.join(", "),
                         rule.why
                     ));
                 }
@@ -463,5 +523,41 @@ mod tests {
         assert!(v.iter().any(|s| s.contains("`llooma-api`") && s.contains("`reqwest`")));
         assert!(v.iter().any(|s| s.contains("`llooma-policy`") && s.contains("`anyhow`")));
         assert!(v.iter().any(|s| s.contains("`llooma-migration`") && s.contains("`eyre`")));
+    }
+
+    #[test]
+    fn the_api_may_use_only_the_core_the_types_and_the_vault_of_ours() {
+        let ours = |name: &str, dir: &str| member(name, dir, &[]);
+        let w = ws(vec![
+            member(
+                "llooma-api",
+                "crates/llooma-api",
+                &[
+                    ("llooma-core", DepKind::Normal),
+                    ("llooma-types", DepKind::Normal),
+                    ("llooma-vault", DepKind::Normal),
+                    ("llooma-store", DepKind::Normal),
+                    ("llooma-test-support", DepKind::Dev),
+                    ("axum", DepKind::Normal),
+                ],
+            ),
+            member(
+                "llooma-store",
+                "crates/llooma-store",
+                &[("llooma-chatto-bot", DepKind::Normal)],
+            ),
+            ours("llooma-core", "crates/llooma-core"),
+            ours("llooma-types", "crates/llooma-types"),
+            ours("llooma-vault", "crates/llooma-vault"),
+            ours("llooma-chatto-bot", "crates/llooma-chatto-bot"),
+            ours("llooma-test-support", "crates/llooma-test-support"),
+        ]);
+        let v = direct_violations(&w);
+        assert_eq!(v.len(), 3, "{v:#?}");
+        assert!(v[0].contains("`llooma-api` depends on `llooma-store`"), "{v:#?}");
+        assert!(
+            v.iter().any(|s| s.contains("`llooma-store`") && s.contains("`llooma-chatto-bot`"))
+        );
+        assert!(v.iter().filter(|s| s.contains("`llooma-chatto-bot`")).count() == 2, "{v:#?}");
     }
 }

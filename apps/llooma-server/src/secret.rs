@@ -135,7 +135,6 @@ pub async fn rotate(
     let count = store
         .reencrypt_all(&new.make_canary()?, |column, row, stored| {
             old.reencrypt(&new, SecretContext::new(column.table, column.column, row), stored)
-                .map_err(|e| format!("{}.{} row {row}: {e}", column.table, column.column))
         })
         .await?;
     if settings.secret.is_none() {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use llooma_api::{ApiConfig, AppState, Passwords, ThrottleConfig};
+use llooma_core::{App, AppParts};
 use llooma_store::Store;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
@@ -84,49 +85,41 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     .await
     .context("starting the approval broker")?;
     tracing::info!(%replica_id, "approval broker started");
+    let app = App::new(AppParts {
+        store: store.clone(),
+        broker: broker.clone(),
+        mcp,
+        vault: Arc::new(vault),
+        outbound,
+        replica_id,
+        stopping: stop_rx,
+    })
+    .context("setting up page reading")?;
     if store.engine() == llooma_store::Engine::Sqlite {
         // The only process of an SQLite instance: turns it was running died with it.
-        let failed = store
-            .fail_running_turns("the server stopped while this reply was being written")
-            .await?;
+        let failed = app.fail_turns_of_previous_run().await?;
         if failed > 0 {
             tracing::warn!(failed, "marked turns of the previous run as failed");
         }
     }
-    let pages = llooma_api::tools::NetPageReader::new(outbound.clone())
-        .context("setting up page reading")?;
-    let state = AppState {
-        store: store.clone(),
-        broker: broker.clone(),
-        mcp,
-        pages,
-        providers: llooma_api::providers::ProviderClients::default(),
-        searches: llooma_api::tools::SearchClients::new(outbound.clone()),
-        outbound,
-        turns: llooma_api::Turns::new(replica_id.clone()),
-        vault: Arc::new(vault),
-        passwords: Passwords::new(settings.password_hash_concurrency),
-        config: Arc::new(config),
-        live_sessions: llooma_api::LiveSessions::default(),
-        stopping: stop_rx,
-    };
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
     // With Postgres other replicas may crash while running a turn; SQLite's were ended above.
     let orphans = (store.engine() == llooma_store::Engine::Postgres)
-        .then(|| tokio::spawn(end_orphaned_turns(store.clone())));
+        .then(|| tokio::spawn(app.clone().end_orphaned_turns()));
     let watcher = (settings.mcp_watch_secs > 0).then(|| {
-        tokio::spawn(llooma_api::watch_list_changes(
-            state.clone(),
+        tokio::spawn(llooma_core::mcp_watch::watch_list_changes(
+            app.clone(),
             Duration::from_secs(settings.mcp_watch_secs),
         ))
     });
-    let bots = (settings.bot_poll_secs > 0).then(|| {
-        llooma_api::start_bots(
-            state.clone(),
-            Duration::from_secs(settings.bot_poll_secs),
-            replica_id.clone(),
-        )
-    });
+    let bots = (settings.bot_poll_secs > 0)
+        .then(|| app.start_bots(Duration::from_secs(settings.bot_poll_secs)));
+    let state = AppState {
+        app,
+        passwords: Passwords::new(settings.password_hash_concurrency),
+        config: Arc::new(config),
+        live_sessions: llooma_api::LiveSessions::default(),
+    };
     let api = llooma_api::router(state);
     let client = web_client(&settings);
     let app = api
@@ -217,28 +210,6 @@ async fn upkeep(store: Store, settings: Settings) {
         // The bot guard rails look back one hour; two keep a margin.
         if let Err(err) = store.purge_bot_activations(now - 2 * 3_600_000).await {
             tracing::warn!(error = %err, "clearing old bot activations failed");
-        }
-    }
-}
-
-/// Ends the turns of replicas that stopped heartbeating (crashed, killed), so their
-/// conversations are not blocked behind a turn nobody runs. A replica heartbeats every 10 s and
-/// counts as gone after 30 s, as for the approval broker.
-async fn end_orphaned_turns(store: Store) {
-    let mut tick = tokio::time::interval(Duration::from_secs(10));
-    loop {
-        tick.tick().await;
-        let alive_since = llooma_store::now_ms() - 30_000;
-        match store
-            .fail_orphaned_turns(
-                alive_since,
-                "the server running this reply stopped before it ended",
-            )
-            .await
-        {
-            Ok(0) => {}
-            Ok(ended) => tracing::warn!(ended, "ended the turns of a server that stopped"),
-            Err(err) => tracing::warn!(error = %err, "looking for turns of stopped servers failed"),
         }
     }
 }

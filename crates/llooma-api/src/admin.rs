@@ -3,7 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use llooma_store::{InstanceSettings, InstanceSettingsChange, NewProvider, Provider};
+use llooma_core::store::{InstanceSettings, InstanceSettingsChange, NewProvider, Provider};
 use llooma_types::{
     AccountView, InstanceSettingsPatch, InstanceSettingsView, ProviderChoice, ProviderView,
 };
@@ -47,7 +47,7 @@ pub async fn get_settings(
     State(state): State<AppState>,
     _admin: Admin,
 ) -> Result<Json<InstanceSettingsView>, ApiError> {
-    Ok(Json(settings_view(state.store.instance_settings().await?)))
+    Ok(Json(settings_view(state.app.store.instance_settings().await?)))
 }
 
 pub async fn patch_settings(
@@ -59,7 +59,7 @@ pub async fn patch_settings(
         None => None,
         Some("") => Some(None),
         Some(address) => {
-            let endpoint = crate::tools::search_endpoint(address)
+            let endpoint = llooma_core::builtins::search_endpoint(address)
                 .map_err(|e| ApiError::bad_request("invalid_web_search_url", e.to_string()))?;
             Some(Some(endpoint.to_string()))
         }
@@ -70,7 +70,7 @@ pub async fn patch_settings(
         web_search_url,
         system_prompt: optional_prompt(patch.system_prompt.clone())?,
     };
-    let settings = state.store.change_instance_settings(change).await?;
+    let settings = state.app.store.change_instance_settings(change).await?;
     tracing::info!(
         admin = %admin.account.id,
         registration_open = ?patch.registration_open,
@@ -86,7 +86,7 @@ pub async fn list_accounts(
     State(state): State<AppState>,
     _admin: Admin,
 ) -> Result<Json<Vec<AccountView>>, ApiError> {
-    Ok(Json(state.store.list_accounts().await?.iter().map(account_view).collect()))
+    Ok(Json(state.app.store.list_accounts().await?.iter().map(account_view).collect()))
 }
 
 fn provider_view(provider: &Provider) -> ProviderView {
@@ -96,7 +96,7 @@ fn provider_view(provider: &Provider) -> ProviderView {
         base_url: provider.base_url.clone(),
         has_key: provider.api_key_ciphertext.is_some(),
         declared_models: provider.declared_models.clone(),
-        created_at: llooma_store::ms_to_rfc3339(provider.created_at_ms),
+        created_at: llooma_core::store::ms_to_rfc3339(provider.created_at_ms),
     }
 }
 
@@ -151,8 +151,8 @@ pub async fn set_provider_models(
     ApiJson(body): ApiJson<ProviderModelsRequest>,
 ) -> Result<Json<ProviderView>, ApiError> {
     let models = clean_models(body.models)?;
-    state.store.set_provider_models(&id, &models).await?;
-    let provider = state.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    state.app.store.set_provider_models(&id, &models).await?;
+    let provider = state.app.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(provider_view(&provider)))
 }
 
@@ -165,6 +165,7 @@ pub struct ProviderKeyRequest {
 
 fn encrypt_key(state: &AppState, provider_id: &str, key: &Secret) -> Result<String, ApiError> {
     state
+        .app
         .vault
         .encrypt(SecretContext::new(PROVIDERS_TABLE, PROVIDER_KEY_COLUMN, provider_id), key)
         .map_err(|e| ApiError::Internal(format!("encrypting a provider key: {e}")))
@@ -190,7 +191,7 @@ pub async fn list_providers(
     State(state): State<AppState>,
     _admin: Admin,
 ) -> Result<Json<Vec<ProviderView>>, ApiError> {
-    Ok(Json(state.store.list_providers().await?.iter().map(provider_view).collect()))
+    Ok(Json(state.app.store.list_providers().await?.iter().map(provider_view).collect()))
 }
 
 /// `GET /api/v1/providers`: what any signed-in account may choose a model from (names only).
@@ -198,7 +199,7 @@ pub async fn provider_choices(
     State(state): State<AppState>,
     _signed_in: crate::session::SignedIn,
 ) -> Result<Json<Vec<ProviderChoice>>, ApiError> {
-    let providers = state.store.list_providers().await?;
+    let providers = state.app.store.list_providers().await?;
     Ok(Json(
         providers
             .iter()
@@ -226,10 +227,13 @@ pub async fn create_provider(
         None => None,
     };
     let models = clean_models(body.models)?;
-    let mut provider =
-        state.store.create_provider(NewProvider { id, name, base_url, api_key_ciphertext }).await?;
+    let mut provider = state
+        .app
+        .store
+        .create_provider(NewProvider { id, name, base_url, api_key_ciphertext })
+        .await?;
     if !models.is_empty() {
-        state.store.set_provider_models(&provider.id, &models).await?;
+        state.app.store.set_provider_models(&provider.id, &models).await?;
         provider.declared_models = models;
     }
     Ok((StatusCode::CREATED, Json(provider_view(&provider))))
@@ -245,9 +249,9 @@ pub async fn set_provider_key(
         Some(key) => Some(encrypt_key(&state, &id, &key)?),
         None => None,
     };
-    state.store.set_provider_key(&id, ciphertext).await?;
-    state.providers.forget(&id);
-    let provider = state.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    state.app.store.set_provider_key(&id, ciphertext).await?;
+    state.app.forget_provider(&id);
+    let provider = state.app.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(provider_view(&provider)))
 }
 
@@ -256,7 +260,7 @@ pub async fn delete_provider(
     _admin: Admin,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.store.delete_provider(&id).await?;
-    state.providers.forget(&id);
+    state.app.store.delete_provider(&id).await?;
+    state.app.forget_provider(&id);
     Ok(StatusCode::NO_CONTENT)
 }

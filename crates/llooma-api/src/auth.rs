@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use llooma_store::{FailureScope, NewAccount, RegisterOutcome};
+use llooma_core::store::{FailureScope, NewAccount, RegisterOutcome};
 use llooma_types::{InstanceInfo, SessionView};
 use llooma_vault::Secret;
 use serde::Deserialize;
@@ -78,8 +78,8 @@ fn with_cookie(status: StatusCode, view: SessionView, cookie: axum::http::Header
 pub async fn instance_info(
     State(state): State<AppState>,
 ) -> Result<axum::Json<InstanceInfo>, ApiError> {
-    let instance = state.store.instance_state().await?;
-    let settings = state.store.instance_settings().await?;
+    let instance = state.app.store.instance_state().await?;
+    let settings = state.app.store.instance_settings().await?;
     Ok(axum::Json(InstanceInfo {
         setup_complete: instance.setup_complete,
         registration_open: settings.registration_open || !instance.setup_complete,
@@ -103,8 +103,8 @@ pub async fn register(
     validate_username(&username)?;
     validate_password(&body.password)?;
     // A cheap early answer; the transaction below is what actually decides.
-    let instance = state.store.instance_state().await?;
-    if instance.setup_complete && !state.store.instance_settings().await?.registration_open {
+    let instance = state.app.store.instance_state().await?;
+    if instance.setup_complete && !state.app.store.instance_settings().await?.registration_open {
         return Err(registration_closed());
     }
     let display_name = body
@@ -113,8 +113,11 @@ pub async fn register(
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| username.clone());
     let password_hash = state.passwords.hash(body.password).await?;
-    let outcome =
-        state.store.register_account(NewAccount { username, display_name, password_hash }).await?;
+    let outcome = state
+        .app
+        .store
+        .register_account(NewAccount { username, display_name, password_hash })
+        .await?;
     match outcome {
         RegisterOutcome::Created(account) => {
             tracing::info!(account = %account.id, role = account.role.as_str(), "account registered");
@@ -136,22 +139,22 @@ pub async fn login(
 ) -> Result<Response, ApiError> {
     let username = normalize_username(&body.username);
     let throttle = &state.config.throttle;
-    let now = llooma_store::now_ms();
+    let now = llooma_core::store::now_ms();
     let since = now - millis(throttle.window);
     // Each attempt is recorded as a failure *before* the password is checked and counted with
     // the others, so a burst of parallel guesses cannot all pass a count taken before any of them
     // was recorded. A successful sign-in forgets its own row. Identical whether or not the
     // account exists.
-    state.store.record_login_failure(FailureScope::Account, &username, now).await?;
+    state.app.store.record_login_failure(FailureScope::Account, &username, now).await?;
     let address_attempt =
-        state.store.record_login_failure(FailureScope::Address, &client.addr, now).await?;
+        state.app.store.record_login_failure(FailureScope::Address, &client.addr, now).await?;
     for (scope, subject, limit) in [
         (FailureScope::Account, username.as_str(), throttle.max_failures_per_account),
         (FailureScope::Address, client.addr.as_str(), throttle.max_failures_per_address),
     ] {
-        if state.store.count_login_failures(scope, subject, since).await? > limit {
+        if state.app.store.count_login_failures(scope, subject, since).await? > limit {
             let oldest =
-                state.store.oldest_login_failure(scope, subject, since).await?.unwrap_or(now);
+                state.app.store.oldest_login_failure(scope, subject, since).await?.unwrap_or(now);
             let retry_ms = (oldest + millis(throttle.window) - now).max(1000);
             tracing::warn!(?scope, "sign-in throttled");
             return Err(ApiError::TooManyAttempts {
@@ -159,7 +162,7 @@ pub async fn login(
             });
         }
     }
-    let account = state.store.account_by_username(&username).await?;
+    let account = state.app.store.account_by_username(&username).await?;
     let matches = state
         .passwords
         .verify(body.password, account.as_ref().map(|a| a.password_hash.clone()))
@@ -167,8 +170,8 @@ pub async fn login(
     let Some(account) = account.filter(|_| matches) else {
         return Err(ApiError::InvalidCredentials);
     };
-    state.store.clear_login_failures(FailureScope::Account, &username).await?;
-    state.store.forget_login_attempt(&address_attempt).await?;
+    state.app.store.clear_login_failures(FailureScope::Account, &username).await?;
+    state.app.store.forget_login_attempt(&address_attempt).await?;
     tracing::info!(account = %account.id, "signed in");
     let (view, cookie) = session::start(&state, &account, &client).await?;
     Ok(with_cookie(StatusCode::OK, view, cookie))
@@ -178,7 +181,7 @@ pub async fn logout(
     State(state): State<AppState>,
     signed_in: SignedIn,
 ) -> Result<Response, ApiError> {
-    state.store.delete_session(&signed_in.session.token_hash).await?;
+    state.app.store.delete_session(&signed_in.session.token_hash).await?;
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(header::SET_COOKIE, session::clearing_cookie(&state)?);
     Ok(response)
@@ -204,10 +207,10 @@ pub async fn change_password(
     // A stolen session must not become a way to guess the password without limit: wrong
     // current passwords count against the account like failed sign-ins.
     let throttle = &state.config.throttle;
-    let now = llooma_store::now_ms();
-    state.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
+    let now = llooma_core::store::now_ms();
+    state.app.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
     let since = now - millis(throttle.window);
-    if state.store.count_login_failures(FailureScope::Account, &account.username, since).await?
+    if state.app.store.count_login_failures(FailureScope::Account, &account.username, since).await?
         > throttle.max_failures_per_account
     {
         return Err(ApiError::TooManyAttempts {
@@ -217,9 +220,9 @@ pub async fn change_password(
     if !state.passwords.verify(body.current_password, Some(account.password_hash.clone())).await? {
         return Err(ApiError::Forbidden("The current password is wrong.".into()));
     }
-    state.store.clear_login_failures(FailureScope::Account, &account.username).await?;
+    state.app.store.clear_login_failures(FailureScope::Account, &account.username).await?;
     let hash = state.passwords.hash(body.new_password).await?;
-    state.store.change_password(&account.id, &hash).await?;
+    state.app.store.change_password(&account.id, &hash).await?;
     tracing::info!(account = %account.id, "password changed; every session ended");
     let (view, cookie) = session::start(&state, &account, &client).await?;
     Ok(with_cookie(StatusCode::OK, view, cookie))

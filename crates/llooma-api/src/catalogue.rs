@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, HashSet};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use llooma_store::{CatalogueEntry, NewCatalogueEntry};
+use llooma_core::store::{CatalogueEntry, NewCatalogueEntry};
 use llooma_types::{
     CatalogueEntryRequest, CatalogueEntryView, CatalogueRatingView, CatalogueUsageView,
     register_link,
@@ -22,8 +22,8 @@ use serde::Deserialize;
 use crate::AppState;
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery};
-use crate::mcp::{clean_address, clean_label};
 use crate::session::{Admin, SignedIn};
+use llooma_core::mcp_servers::{clean_address, clean_label};
 
 /// Calls are counted over this many days.
 const USAGE_DAYS: i64 = 30;
@@ -135,9 +135,9 @@ pub fn parse_catalogue_file(text: &str) -> Result<Vec<CatalogueFileEntry>, Catal
 /// administrator's label). Start-up warns about them (two cards for one server, ratings split);
 /// the administrator's entry can then be removed.
 pub async fn catalogue_overlaps(
-    store: &llooma_store::Store,
+    store: &llooma_core::store::Store,
     file: &[CatalogueFileEntry],
-) -> Result<Vec<(String, String)>, llooma_store::StoreError> {
+) -> Result<Vec<(String, String)>, llooma_core::store::StoreError> {
     let in_file: HashSet<&str> = file.iter().map(|f| f.entry.address.as_str()).collect();
     Ok(store
         .catalogue_entries()
@@ -250,17 +250,24 @@ async fn all_views(
     state: &AppState,
     account_id: &str,
 ) -> Result<Vec<CatalogueEntryView>, ApiError> {
-    let since = llooma_store::now_ms() - USAGE_DAYS * 24 * 3600 * 1000;
-    let ratings = state.store.catalogue_ratings().await?;
-    let mine = state.store.my_catalogue_ratings(account_id).await?;
-    let added: HashSet<String> =
-        state.store.list_mcp_servers(account_id).await?.into_iter().map(|s| s.address).collect();
+    let since = llooma_core::store::now_ms() - USAGE_DAYS * 24 * 3600 * 1000;
+    let ratings = state.app.store.catalogue_ratings().await?;
+    let mine = state.app.store.my_catalogue_ratings(account_id).await?;
+    let added: HashSet<String> = state
+        .app
+        .store
+        .list_mcp_servers(account_id)
+        .await?
+        .into_iter()
+        .map(|s| s.address)
+        .collect();
     let file = state
         .config
         .catalogue_file
         .iter()
         .map(|f| (format!("{FILE_PREFIX}{}", f.key), f.entry.clone(), true));
     let stored = state
+        .app
         .store
         .catalogue_entries()
         .await?
@@ -268,7 +275,7 @@ async fn all_views(
         .map(|CatalogueEntry { id, entry, .. }| (id, entry, false));
     let entries: Vec<(String, NewCatalogueEntry, bool)> = file.chain(stored).collect();
     let addresses: Vec<String> = entries.iter().map(|(_, e, _)| e.address.clone()).collect();
-    let usage = state.store.usage_by_address(&addresses, since).await?;
+    let usage = state.app.store.usage_by_address(&addresses, since).await?;
     let view = |(id, entry, from_file): (String, NewCatalogueEntry, bool)| {
         let used = usage.get(&entry.address).copied().unwrap_or_default();
         let rated = ratings.get(&id).copied().unwrap_or_default();
@@ -302,7 +309,7 @@ pub async fn list(
 async fn exists(state: &AppState, id: &str) -> Result<bool, ApiError> {
     Ok(match id.strip_prefix(FILE_PREFIX) {
         Some(key) => state.config.catalogue_file.iter().any(|f| f.key == key),
-        None => state.store.catalogue_entry(id).await?.is_some(),
+        None => state.app.store.catalogue_entry(id).await?.is_some(),
     })
 }
 
@@ -325,7 +332,7 @@ pub async fn rate(
     if !exists(&state, &id).await? {
         return Err(ApiError::NotFound);
     }
-    state.store.rate_catalogue_entry(&id, &signed_in.account.id, body.stars).await?;
+    state.app.store.rate_catalogue_entry(&id, &signed_in.account.id, body.stars).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -335,7 +342,7 @@ pub async fn unrate(
     signed_in: SignedIn,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.store.unrate_catalogue_entry(&id, &signed_in.account.id).await?;
+    state.app.store.unrate_catalogue_entry(&id, &signed_in.account.id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -381,7 +388,7 @@ async fn refuse_second_entry(
     entry: &NewCatalogueEntry,
     except: Option<&str>,
 ) -> Result<(), ApiError> {
-    let stored = state.store.catalogue_entries().await?;
+    let stored = state.app.store.catalogue_entries().await?;
     let taken = state
         .config
         .catalogue_file
@@ -410,7 +417,7 @@ pub async fn admin_create(
 ) -> Result<(StatusCode, Json<CatalogueEntryView>), ApiError> {
     let entry = validate(body)?;
     refuse_second_entry(&state, &entry, None).await?;
-    let entry = state.store.create_catalogue_entry(entry).await?;
+    let entry = state.app.store.create_catalogue_entry(entry).await?;
     tracing::info!(admin = %admin.account.id, entry = %entry.id, "catalogue entry added");
     Ok((StatusCode::CREATED, Json(admin_view(entry))))
 }
@@ -426,7 +433,7 @@ pub async fn admin_update(
     refuse_file_entry(&id)?;
     let entry = validate(body)?;
     refuse_second_entry(&state, &entry, Some(&id)).await?;
-    let entry = state.store.update_catalogue_entry(&id, entry).await?;
+    let entry = state.app.store.update_catalogue_entry(&id, entry).await?;
     tracing::info!(admin = %admin.account.id, entry = %entry.id, "catalogue entry changed");
     Ok(Json(admin_view(entry)))
 }
@@ -439,7 +446,7 @@ pub async fn admin_delete(
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
     refuse_file_entry(&id)?;
-    if !state.store.delete_catalogue_entry(&id).await? {
+    if !state.app.store.delete_catalogue_entry(&id).await? {
         return Err(ApiError::NotFound);
     }
     tracing::info!(admin = %admin.account.id, entry = %id, "catalogue entry removed");

@@ -5,7 +5,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use llooma_store::StoreError;
+use llooma_core::AppError;
+use llooma_core::store::StoreError;
 use llooma_types::ErrorBody;
 
 #[derive(Debug, thiserror::Error)]
@@ -55,33 +56,25 @@ impl ApiError {
     }
 }
 
+/// The application's refusals and failures, each to its status code.
+impl From<AppError> for ApiError {
+    fn from(err: AppError) -> Self {
+        match err {
+            AppError::Invalid { code, message } => ApiError::BadRequest { code, message },
+            AppError::Forbidden(message) => ApiError::Forbidden(message),
+            AppError::NotFound => ApiError::NotFound,
+            AppError::Unprocessable { code, message } => ApiError::Unprocessable { code, message },
+            AppError::Conflict { code, message } => ApiError::Conflict { code, message },
+            AppError::Busy(message) => ApiError::Busy(message),
+            AppError::Unavailable(message) => ApiError::Unavailable(message),
+            AppError::Internal(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
-        match err {
-            StoreError::Unavailable(detail) => {
-                tracing::error!(%detail, "database unavailable");
-                ApiError::Unavailable(
-                    "The database cannot be reached right now. Nothing was changed; try again in a moment."
-                        .into(),
-                )
-            }
-            StoreError::UsernameTaken => ApiError::Conflict {
-                code: "username_taken",
-                message: "That username is already taken; choose another.".into(),
-            },
-            StoreError::NameTaken => ApiError::Conflict {
-                code: "name_taken",
-                message: "That name is already used; choose another.".into(),
-            },
-            StoreError::NotFound => ApiError::NotFound,
-            StoreError::TurnRunning => ApiError::Conflict {
-                code: "turn_running",
-                message:
-                    "A reply is still being written in this conversation; wait for it or stop it."
-                        .into(),
-            },
-            other => ApiError::Internal(other.to_string()),
-        }
+        AppError::from(err).into()
     }
 }
 

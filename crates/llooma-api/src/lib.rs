@@ -1,5 +1,7 @@
 //! Llooma's HTTP API: the axum router for `/api/v1`, health checks, sessions, CSRF and
-//! authorization.
+//! authorization. HTTP only: what each request does is `llooma_core`'s [`App`]; this crate
+//! reads requests, checks who sends them, frames answers and event streams, and maps
+//! `llooma_core::AppError` to status codes in one place ([`error`]).
 //!
 //! Boundaries: requests and responses are `llooma-types` shapes (or small request structs here
 //! that hold [`llooma_vault::Secret`]s, which cannot be serialized back out). Every error becomes
@@ -9,22 +11,17 @@
 mod admin;
 mod approvals;
 mod auth;
-mod bot_runtime;
 mod bots;
 mod catalogue;
 mod conversations;
 mod csrf;
 pub mod error;
 mod extract;
-mod fields;
 mod host;
 mod mcp;
-mod mcp_watch;
 mod passwords;
 mod personas;
-pub mod providers;
 mod session;
-pub mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,17 +31,13 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::routing::{get, post, put};
-use llooma_store::Store;
-use llooma_vault::Vault;
+use llooma_core::App;
 
 pub use auth::{normalize_username, validate_password, validate_username};
-pub use bot_runtime::start_bots;
 pub use catalogue::{
     CatalogueFileEntry, CatalogueFileError, catalogue_overlaps, parse_catalogue_file,
 };
-pub use conversations::Turns;
 pub use host::{HostRule, check_host};
-pub use mcp_watch::watch_list_changes;
 pub use passwords::Passwords;
 pub use session::LiveSessions;
 
@@ -101,32 +94,14 @@ impl Default for ApiConfig {
     }
 }
 
-/// Everything a handler can reach.
+/// Everything a handler can reach: the application, and what only HTTP needs.
 #[derive(Clone, Debug)]
 pub struct AppState {
-    pub store: Store,
-    /// Every external call is put to the person through it.
-    pub broker: llooma_approval_broker::Broker<Store>,
-    /// The outbound policy, for the clients built per use (model providers).
-    pub outbound: Arc<llooma_net::OutboundPolicy>,
-    /// Turns running in this process and news of conversations' event logs.
-    pub turns: Turns,
-    /// Talks to MCP servers under the outbound policy.
-    pub mcp: llooma_mcp_client::McpClient,
-    /// Reads pages for `read_page` (the outbound policy's `fetch` purpose); one per instance.
-    pub pages: tools::NetPageReader,
-    /// Model provider clients, built once per provider and reused while its settings last.
-    pub providers: providers::ProviderClients,
-    /// The web search client of the configured address, reused across turns and bots.
-    pub searches: tools::SearchClients,
-    pub vault: Arc<Vault>,
+    pub app: App,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,
     /// The sessions of this process's event streams, checked together.
     pub live_sessions: LiveSessions,
-    /// Turns true when the server is shutting down, so long-lived streams end and graceful
-    /// shutdown does not wait on them forever.
-    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The whole HTTP surface of the API (health checks included).
@@ -211,7 +186,7 @@ pub fn router(state: AppState) -> Router {
 
 /// Ready when the database answers.
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    match state.store.ping().await {
+    match state.app.store.ping().await {
         Ok(()) => (StatusCode::OK, "ready"),
         Err(err) => {
             tracing::warn!(error = %err, "not ready");

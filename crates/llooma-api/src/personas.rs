@@ -5,7 +5,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use llooma_store::{Persona, PersonaPatch};
+use llooma_core::store::{Persona, PersonaPatch};
 use llooma_types::{MemoryNoteView as NoteView, PersonaView, ToolWordingView};
 use serde::{Deserialize, Serialize};
 
@@ -25,8 +25,8 @@ fn view(p: Persona) -> PersonaView {
         name: p.name,
         prompt: p.prompt,
         memory_enabled: p.memory_enabled,
-        created_at: llooma_store::ms_to_rfc3339(p.created_at_ms),
-        updated_at: llooma_store::ms_to_rfc3339(p.updated_at_ms),
+        created_at: llooma_core::store::ms_to_rfc3339(p.created_at_ms),
+        updated_at: llooma_core::store::ms_to_rfc3339(p.updated_at_ms),
     }
 }
 
@@ -70,9 +70,9 @@ fn clean_prompt(prompt: &str) -> Result<String, ApiError> {
     Ok(prompt.to_owned())
 }
 
-fn name_taken(err: llooma_store::StoreError) -> ApiError {
+fn name_taken(err: llooma_core::store::StoreError) -> ApiError {
     match err {
-        llooma_store::StoreError::NameTaken => ApiError::Conflict {
+        llooma_core::store::StoreError::NameTaken => ApiError::Conflict {
             code: "name_taken",
             message: "You already have a persona with that name; choose another.".into(),
         },
@@ -85,7 +85,7 @@ pub async fn list(
     State(state): State<AppState>,
     signed_in: SignedIn,
 ) -> Result<Json<Vec<PersonaView>>, ApiError> {
-    Ok(Json(state.store.personas(&signed_in.account.id).await?.into_iter().map(view).collect()))
+    Ok(Json(state.app.store.personas(&signed_in.account.id).await?.into_iter().map(view).collect()))
 }
 
 /// `POST /api/v1/personas`.
@@ -97,6 +97,7 @@ pub async fn create(
     let name = clean_name(&body.name)?;
     let prompt = clean_prompt(&body.prompt)?;
     let persona = state
+        .app
         .store
         .create_persona(&signed_in.account.id, &name, &prompt, body.memory_enabled)
         .await
@@ -105,7 +106,7 @@ pub async fn create(
 }
 
 async fn owned(state: &AppState, signed_in: &SignedIn, id: &str) -> Result<Persona, ApiError> {
-    state.store.persona(&signed_in.account.id, id).await?.ok_or(ApiError::NotFound)
+    state.app.store.persona(&signed_in.account.id, id).await?.ok_or(ApiError::NotFound)
 }
 
 /// `GET /api/v1/personas/{id}`.
@@ -130,7 +131,7 @@ pub async fn patch(
         prompt: body.prompt.as_deref().map(clean_prompt).transpose()?,
         memory_enabled: body.memory_enabled,
     };
-    state.store.update_persona(&signed_in.account.id, &id, patch).await.map_err(name_taken)?;
+    state.app.store.update_persona(&signed_in.account.id, &id, patch).await.map_err(name_taken)?;
     Ok(Json(view(owned(&state, &signed_in, &id).await?)))
 }
 
@@ -141,7 +142,7 @@ pub async fn delete(
     signed_in: SignedIn,
     Path(id): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    state.store.delete_persona(&signed_in.account.id, &id).await?;
+    state.app.store.delete_persona(&signed_in.account.id, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -152,14 +153,14 @@ pub async fn memory(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<NoteView>>, ApiError> {
     owned(&state, &signed_in, &id).await?;
-    let notes = state.store.memory_notes(&id).await?;
+    let notes = state.app.store.memory_notes(&id).await?;
     Ok(Json(
         notes
             .into_iter()
             .map(|n| NoteView {
                 id: n.id,
                 content: n.content,
-                created_at: llooma_store::ms_to_rfc3339(n.created_at_ms),
+                created_at: llooma_core::store::ms_to_rfc3339(n.created_at_ms),
             })
             .collect(),
     ))
@@ -172,7 +173,7 @@ pub async fn forget(
     Path((id, note)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
     owned(&state, &signed_in, &id).await?;
-    if state.store.forget_memory_note(&id, &note).await? {
+    if state.app.store.forget_memory_note(&id, &note).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::NotFound)
@@ -185,7 +186,7 @@ pub async fn tool_wordings(
     signed_in: SignedIn,
 ) -> Result<Json<Vec<ToolWordingView>>, ApiError> {
     let own: std::collections::BTreeMap<String, String> =
-        state.store.tool_wordings(&signed_in.account.id).await?.into_iter().collect();
+        state.app.store.tool_wordings(&signed_in.account.id).await?.into_iter().collect();
     Ok(Json(
         llooma_core::APP_TOOLS
             .iter()
@@ -234,7 +235,7 @@ pub async fn set_tool_wording(
             format!("A tool's wording has at most {MAX_DESCRIPTION_BYTES} bytes; shorten it."),
         ));
     }
-    state.store.set_tool_wording(&signed_in.account.id, &tool, description).await?;
+    state.app.store.set_tool_wording(&signed_in.account.id, &tool, description).await?;
     tool_wordings(State(state), signed_in).await
 }
 
@@ -251,8 +252,8 @@ pub async fn model_prompts(
     _admin: Admin,
     Path(provider_id): Path<String>,
 ) -> Result<Json<Vec<ModelPromptView>>, ApiError> {
-    state.store.provider(&provider_id).await?.ok_or(ApiError::NotFound)?;
-    let prompts = state.store.model_prompts(&provider_id).await?;
+    state.app.store.provider(&provider_id).await?.ok_or(ApiError::NotFound)?;
+    let prompts = state.app.store.model_prompts(&provider_id).await?;
     Ok(Json(prompts.into_iter().map(|(model, prompt)| ModelPromptView { model, prompt }).collect()))
 }
 
@@ -271,7 +272,7 @@ pub async fn set_model_prompt(
     Path(provider_id): Path<String>,
     ApiJson(body): ApiJson<ModelPromptRequest>,
 ) -> Result<Json<Vec<ModelPromptView>>, ApiError> {
-    state.store.provider(&provider_id).await?.ok_or(ApiError::NotFound)?;
+    state.app.store.provider(&provider_id).await?.ok_or(ApiError::NotFound)?;
     let model = body.model.trim();
     if model.is_empty() || model.len() > 200 {
         return Err(ApiError::bad_request(
@@ -280,6 +281,6 @@ pub async fn set_model_prompt(
         ));
     }
     let prompt = optional_prompt(Some(body.prompt))?.flatten();
-    state.store.set_model_prompt(&provider_id, model, prompt.as_deref()).await?;
+    state.app.store.set_model_prompt(&provider_id, model, prompt.as_deref()).await?;
     model_prompts(State(state), admin, Path(provider_id)).await
 }

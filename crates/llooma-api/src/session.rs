@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, FromRequestParts};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use base64::Engine as _;
-use llooma_store::{Account, NewSession, Session};
+use llooma_core::store::{Account, NewSession, Session};
 use llooma_types::{AccountView, Role, SessionView};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -41,7 +41,7 @@ pub fn account_view(account: &Account) -> AccountView {
         username: account.username.clone(),
         display_name: account.display_name.clone(),
         role: account.role,
-        created_at: llooma_store::ms_to_rfc3339(account.created_at_ms),
+        created_at: llooma_core::store::ms_to_rfc3339(account.created_at_ms),
     }
 }
 
@@ -66,9 +66,10 @@ pub async fn start(
 ) -> Result<(SessionView, HeaderValue), ApiError> {
     let token = random_token()?;
     let csrf_token = random_token()?;
-    let now = llooma_store::now_ms();
+    let now = llooma_core::store::now_ms();
     let absolute = state.config.session_absolute;
     state
+        .app
         .store
         .create_session(NewSession {
             token_hash: token_hash(&token),
@@ -112,11 +113,11 @@ impl FromRequestParts<AppState> for SignedIn {
         let token = session_cookie(&parts.headers).ok_or(ApiError::Unauthenticated)?;
         let hash = token_hash(token);
         let session =
-            state.store.session_by_token_hash(&hash).await?.ok_or(ApiError::Unauthenticated)?;
-        let now = llooma_store::now_ms();
+            state.app.store.session_by_token_hash(&hash).await?.ok_or(ApiError::Unauthenticated)?;
+        let now = llooma_core::store::now_ms();
         let idle_ms = i64::try_from(state.config.session_idle.as_millis()).unwrap_or(i64::MAX);
         if now >= session.expires_at_ms || now.saturating_sub(session.last_seen_at_ms) >= idle_ms {
-            state.store.delete_session(&hash).await?;
+            state.app.store.delete_session(&hash).await?;
             return Err(ApiError::Unauthenticated);
         }
         if !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
@@ -131,12 +132,13 @@ impl FromRequestParts<AppState> for SignedIn {
             }
         }
         let account = state
+            .app
             .store
             .account_by_id(&session.account_id)
             .await?
             .ok_or(ApiError::Unauthenticated)?;
         if now - session.last_seen_at_ms >= TOUCH_EVERY_MS.min(idle_ms / 4) {
-            state.store.touch_session(&hash, now).await?;
+            state.app.store.touch_session(&hash, now).await?;
         }
         Ok(SignedIn { account, session })
     }
@@ -174,12 +176,12 @@ impl LiveSessions {
             }
         };
         if !self.checking.swap(true, Ordering::AcqRel) {
-            tokio::spawn(self.clone().check(state.store.clone(), state.config.session_idle));
+            tokio::spawn(self.clone().check(state.app.store.clone(), state.config.session_idle));
         }
         receiver
     }
 
-    async fn check(self, store: llooma_store::Store, idle: std::time::Duration) {
+    async fn check(self, store: llooma_core::store::Store, idle: std::time::Duration) {
         let idle_ms = i64::try_from(idle.as_millis()).unwrap_or(i64::MAX);
         loop {
             tokio::time::sleep(STREAM_SESSION_CHECK).await;
@@ -193,7 +195,7 @@ impl LiveSessions {
                 }
                 watched.keys().cloned().collect()
             };
-            let now = llooma_store::now_ms();
+            let now = llooma_core::store::now_ms();
             match store.sessions_standing(&hashes, now, idle_ms).await {
                 Ok(standing) => {
                     let mut watched = self.watched();

@@ -81,7 +81,7 @@ pub struct NewCall {
     pub model_tool_name: String,
     /// The tool's description as stored in the catalogue snapshot: what the card shows.
     pub tool_description: String,
-    /// `llooma_policy::consent::tool_definition_hash` of the catalogued definition.
+    /// `llooma_consent::tool_definition_hash` of the catalogued definition.
     pub tool_definition_hash: String,
     /// The arguments the model asked for.
     pub arguments: Value,

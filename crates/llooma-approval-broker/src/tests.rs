@@ -522,9 +522,7 @@ async fn bots_run_unasked_but_recorded() {
     let remembered = broker
         .record_unasked(
             new_call("alice"),
-            Unasked::Remembered(llooma_policy::consent::AllowedBecause::Rule {
-                rule_id: "r9".into(),
-            }),
+            Unasked::Remembered(llooma_consent::AllowedBecause::Rule { rule_id: "r9".into() }),
         )
         .await
         .unwrap();

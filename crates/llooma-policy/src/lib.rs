@@ -13,12 +13,8 @@
 //!   purpose, private or not.
 //!
 //! Refusals are values ([`Decision::Refused`]) whose [`Refusal`] says what an operator can do.
-//!
-//! [`consent`] holds the other pure policy of the crate, Llooma's own: which tool calls may run
-//! without asking the person (remembered consent, trust levels).
 
 mod canonical;
-pub mod consent;
 mod origin;
 mod ranges;
 

@@ -331,7 +331,8 @@ impl ChatStream {
         self.first_byte_deadline = None;
         let key = self.key.as_ref().map(Secret::expose);
         let mut datas = Vec::new();
-        let malformed = |problem: String| ProviderError::MalformedStream { problem };
+        let malformed =
+            |e: crate::sse::NotUtf8| ProviderError::MalformedStream { problem: e.to_string() };
         let ended = chunk.is_none();
         match chunk {
             Some(bytes) => self.decoder.feed(&bytes, &mut datas).map_err(malformed)?,

@@ -6,6 +6,13 @@
 
 use crate::error::one_line;
 
+/// A line of the stream that is not text.
+#[derive(Debug, thiserror::Error)]
+#[error("a line is not UTF-8: {excerpt}")]
+pub(crate) struct NotUtf8 {
+    excerpt: String,
+}
+
 /// Decodes an SSE byte stream.
 #[derive(Debug, Default)]
 pub(crate) struct SseDecoder {
@@ -19,7 +26,7 @@ pub(crate) struct SseDecoder {
 
 impl SseDecoder {
     /// Feeds bytes; pushes the data of every event they complete.
-    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), String> {
+    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), NotUtf8> {
         let mut rest = bytes;
         if self.after_cr && rest.first() == Some(&b'\n') {
             rest = &rest[1..];
@@ -46,7 +53,7 @@ impl SseDecoder {
 
     /// The end of the body: an event without its closing blank line still counts (servers
     /// that close right after the last `data:` line exist).
-    pub(crate) fn finish(&mut self, out: &mut Vec<String>) -> Result<(), String> {
+    pub(crate) fn finish(&mut self, out: &mut Vec<String>) -> Result<(), NotUtf8> {
         if !self.partial.is_empty() {
             let line = std::mem::take(&mut self.partial);
             self.line(&line, out)?;
@@ -57,16 +64,15 @@ impl SseDecoder {
         Ok(())
     }
 
-    fn line(&mut self, line: &[u8], out: &mut Vec<String>) -> Result<(), String> {
+    fn line(&mut self, line: &[u8], out: &mut Vec<String>) -> Result<(), NotUtf8> {
         if line.is_empty() {
             if let Some(data) = self.data.take() {
                 out.push(data);
             }
             return Ok(());
         }
-        let line = std::str::from_utf8(line).map_err(|_| {
-            format!("a line is not UTF-8: {}", one_line(&String::from_utf8_lossy(line), 80))
-        })?;
+        let line = std::str::from_utf8(line)
+            .map_err(|_| NotUtf8 { excerpt: one_line(&String::from_utf8_lossy(line), 80) })?;
         if line.starts_with(':') {
             return Ok(());
         }

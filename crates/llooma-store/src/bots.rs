@@ -6,8 +6,6 @@
 //! polling runtime. Races are settled by single statements: an activation is a unique insert, a
 //! lease is claimed by one conditional update.
 
-use chrono::{DateTime, Utc};
-use llooma_chatto_bot::{ActivationKey, ActivationLedger};
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -484,38 +482,5 @@ impl Store {
             .exec(&self.db)
             .await?;
         Ok(result.rows_affected)
-    }
-}
-
-impl ActivationLedger for Store {
-    type Error = StoreError;
-
-    async fn try_record_activation(
-        &self,
-        key: &ActivationKey,
-        at: DateTime<Utc>,
-    ) -> Result<bool, StoreError> {
-        self.record_bot_activation(
-            &key.integration,
-            &key.room,
-            &key.event_id,
-            at.timestamp_millis(),
-        )
-        .await
-    }
-
-    async fn replies_in_last_hour(
-        &self,
-        integration: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<DateTime<Utc>>, StoreError> {
-        let until = now.timestamp_millis();
-        let since = until - 3_600_000;
-        Ok(self
-            .bot_activation_times(integration, since, until)
-            .await?
-            .into_iter()
-            .filter_map(DateTime::from_timestamp_millis)
-            .collect())
     }
 }

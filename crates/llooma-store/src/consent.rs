@@ -1,9 +1,9 @@
 //! Remembered consent per account: the permission mode, "Always allow" grants and allow rules.
-//! What they mean is decided in `llooma_policy::consent`; this module only keeps them.
+//! What they mean is decided in `llooma_consent`; this module only keeps them.
 
 use std::collections::BTreeMap;
 
-use llooma_policy::consent::{AllowRule, ArgConstraint, Grant, PermissionMode};
+use llooma_consent::{AllowRule, ArgConstraint, Grant, PermissionMode};
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -81,7 +81,7 @@ use modes_entity as modes;
 use rules_entity as rules;
 
 /// A grant to store. The arguments are canonical JSON and its hash
-/// (`llooma_policy::consent::canonical_arguments`).
+/// (`llooma_consent::canonical_arguments`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewGrant {
     pub account_id: String,
@@ -121,7 +121,7 @@ pub struct StoredRule {
     pub created_at_ms: i64,
 }
 
-/// Everything `llooma_policy::consent::decide` needs about one account and one tool.
+/// Everything `llooma_consent::decide` needs about one account and one tool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsentInputs {
     pub mode: PermissionMode,
@@ -341,7 +341,7 @@ impl Store {
     }
 
     /// The mode, grants and rules that bear on one tool of one server, for
-    /// `llooma_policy::consent::decide`.
+    /// `llooma_consent::decide`.
     pub async fn consent_inputs(
         &self,
         account_id: &str,

@@ -32,9 +32,10 @@ impl Store {
     /// Re-encrypts every stored secret and the canary in one transaction: either all of them are
     /// under the new secret afterwards, or none is. `reencrypt` maps (column, row id, old
     /// ciphertext) to the new ciphertext. Returns how many values were rewritten.
-    pub async fn reencrypt_all<F>(&self, new_canary: &str, reencrypt: F) -> StoreResult<usize>
+    pub async fn reencrypt_all<F, E>(&self, new_canary: &str, reencrypt: F) -> StoreResult<usize>
     where
-        F: Fn(&EncryptedColumn, &str, &str) -> Result<String, String>,
+        F: Fn(&EncryptedColumn, &str, &str) -> Result<String, E>,
+        E: std::fmt::Display,
     {
         let backend = self.backend();
         let txn = self.db.begin().await?;
@@ -50,7 +51,9 @@ impl Store {
             for row in rows {
                 let id: String = row.try_get_by_index(0)?;
                 let old: String = row.try_get_by_index(1)?;
-                let new = reencrypt(column, &id, &old).map_err(StoreError::Corrupt)?;
+                let new = reencrypt(column, &id, &old).map_err(|e| {
+                    StoreError::Corrupt(format!("{}.{} row {id}: {e}", column.table, column.column))
+                })?;
                 let update = format!(
                     "UPDATE {table} SET {col} = {p1} WHERE {id} = {p2}",
                     table = column.table,

@@ -429,6 +429,26 @@ pub struct ProviderChoice {
     pub name: String,
 }
 
+/// One model a provider offers (`GET /api/v1/models`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelChoice {
+    pub id: String,
+    /// `provider` (listed by the provider) or `declared` (by an administrator).
+    pub source: String,
+}
+
+/// A provider with the models it offers (`GET /api/v1/models`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderModels {
+    pub provider_id: String,
+    pub provider_name: String,
+    pub models: Vec<ModelChoice>,
+    /// Why the provider's own list is missing (it did not answer, refused the key, ...).
+    pub list_error: Option<String>,
+}
+
 /// A conversation of the signed-in account.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -68,17 +68,24 @@ pub struct ClientFiles {
     wasm_gz: Option<Arc<[u8]>>,
 }
 
+/// The browser part is not where the server looks for it.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the web interface's browser part is missing ({path}: {source}); build it with `cargo xtask \
+     build-web`, or point LLOOMA_WEB_DIR at the folder holding {JS_FILE} and {WASM_FILE}"
+)]
+pub struct MissingClientFiles {
+    path: String,
+    source: std::io::Error,
+}
+
 impl ClientFiles {
     /// Reads the browser part from `dir`, or says what is missing and how to build it.
-    pub fn load(dir: &Path) -> Result<ClientFiles, String> {
+    pub fn load(dir: &Path) -> Result<ClientFiles, MissingClientFiles> {
         let read = |name: &str| {
-            std::fs::read(dir.join(name)).map_err(|err| {
-                format!(
-                    "the web interface's browser part is missing ({}: {err}); build it with \
-                     `cargo xtask build-web`, or point LLOOMA_WEB_DIR at the folder holding \
-                     {JS_FILE} and {WASM_FILE}",
-                    dir.join(name).display()
-                )
+            std::fs::read(dir.join(name)).map_err(|source| MissingClientFiles {
+                path: dir.join(name).display().to_string(),
+                source,
             })
         };
         let gz = |name: &str| std::fs::read(dir.join(format!("{name}.gz"))).ok().map(Arc::from);

@@ -2,8 +2,6 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Duration, Utc};
-use llooma_chatto_bot::{ActivationKey, ActivationLedger};
 use llooma_store::{BotConnection, BotRunReport, BotSettingsRow, Store, StoreError};
 
 use crate::support::{TestDb, account};
@@ -39,12 +37,11 @@ async fn integration(store: &Store, account_id: &str, id: &str) {
     store.create_bot_integration(id, account_id, connection(), settings(None)).await.unwrap();
 }
 
-fn key(integration: &str, event: &str) -> ActivationKey {
-    ActivationKey { integration: integration.into(), room: "r1".into(), event_id: event.into() }
-}
+const HOUR: i64 = 3_600_000;
 
-fn t(seconds: i64) -> DateTime<Utc> {
-    DateTime::from_timestamp(1_800_000_000, 0).unwrap() + Duration::seconds(seconds)
+/// A moment `seconds` after a fixed start, in milliseconds.
+fn ms(seconds: i64) -> i64 {
+    1_800_000_000_000 + seconds * 1000
 }
 
 #[tokio::test]
@@ -68,11 +65,11 @@ async fn an_integration_belongs_to_its_account_and_takes_its_rows_when_deleted()
     // Without a model it does not run.
     assert!(store.runnable_bot_integrations().await.unwrap().is_empty());
 
-    assert!(store.try_record_activation(&key("i1", "e1"), t(0)).await.unwrap());
+    assert!(store.record_bot_activation("i1", "r1", "e1", ms(0)).await.unwrap());
     assert!(store.claim_bot_lease("i1", "replica-a", 0, 1000).await.unwrap());
     store.delete_bot_integration(&alice, "i1").await.unwrap();
     assert!(store.bot_lease("i1").await.unwrap().is_none());
-    assert!(store.replies_in_last_hour("i1", t(1)).await.unwrap().is_empty());
+    assert!(store.bot_activation_times("i1", ms(1) - HOUR, ms(1)).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -88,7 +85,7 @@ async fn an_activation_is_recorded_once_and_counts_for_an_hour() {
     for _ in 0..20 {
         let store = store.clone();
         tasks.push(tokio::spawn(async move {
-            store.try_record_activation(&key("i1", "race"), t(0)).await.unwrap()
+            store.record_bot_activation("i1", "r1", "race", ms(0)).await.unwrap()
         }));
     }
     let mut won = 0;
@@ -99,17 +96,17 @@ async fn an_activation_is_recorded_once_and_counts_for_an_hour() {
 
     for i in 1..=3 {
         assert!(
-            store.try_record_activation(&key("i1", &format!("e{i}")), t(i * 600)).await.unwrap()
+            store.record_bot_activation("i1", "r1", &format!("e{i}"), ms(i * 600)).await.unwrap()
         );
     }
-    assert!(store.try_record_activation(&key("i2", "e1"), t(600)).await.unwrap());
+    assert!(store.record_bot_activation("i2", "r1", "e1", ms(600)).await.unwrap());
     // At t=3600 the one at t=0 is exactly an hour old and out of the window.
-    let window = store.replies_in_last_hour("i1", t(3600)).await.unwrap();
-    assert_eq!(window, vec![t(600), t(1200), t(1800)]);
-    assert_eq!(store.purge_bot_activations(t(1000).timestamp_millis()).await.unwrap(), 3);
+    let window = store.bot_activation_times("i1", ms(3600) - HOUR, ms(3600)).await.unwrap();
+    assert_eq!(window, vec![ms(600), ms(1200), ms(1800)]);
+    assert_eq!(store.purge_bot_activations(ms(1000)).await.unwrap(), 3);
     // Purged rows are gone from the window; the unique key of a kept one still holds.
-    assert_eq!(store.replies_in_last_hour("i1", t(3600)).await.unwrap().len(), 2);
-    assert!(!store.try_record_activation(&key("i1", "e2"), t(4000)).await.unwrap());
+    assert_eq!(store.bot_activation_times("i1", ms(3600) - HOUR, ms(3600)).await.unwrap().len(), 2);
+    assert!(!store.record_bot_activation("i1", "r1", "e2", ms(4000)).await.unwrap());
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use llooma_approval_broker::{AnswerChoice, AnswerResult, SystemClock};
-use llooma_policy::consent::{
+use llooma_consent::{
     AllowedBecause, ArgConstraint, ConsentCall, ConsentDecision, PermissionMode, TrustLevel,
     canonical_arguments, decide, tool_definition_hash,
 };

@@ -63,7 +63,7 @@ pub async fn broker_with(
 pub const SERVER: &str = "https://hub.example/mcp";
 
 pub fn definition_hash() -> String {
-    llooma_policy::consent::tool_definition_hash(
+    llooma_consent::tool_definition_hash(
         "send_mail",
         "Sends a mail",
         &serde_json::json!({"type": "object", "properties": {"to": {"type": "string"}}}),

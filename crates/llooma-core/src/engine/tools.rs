@@ -16,9 +16,9 @@ use llooma_providers::{ToolCall, ToolDefinition};
 use llooma_types::{ChoicesShown, Step, StepState, TurnEvent};
 use serde_json::{Value, json};
 
+use crate::engine::html::html_to_text;
 use crate::engine::{TurnRequest, TurnSink};
 use crate::error::SinkError;
-use crate::html::html_to_text;
 
 pub const CURRENT_DATE: &str = "current_date";
 pub const WEB_SEARCH: &str = "web_search";

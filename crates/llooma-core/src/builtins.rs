@@ -1,5 +1,5 @@
-//! The server's side of the app's own tools: the ports `llooma-core` defines, implemented with
-//! the outbound client and the store.
+//! The app's own tools reaching the world: the engine's ports implemented with the outbound
+//! client and the store.
 //!
 //! - [`NetPageReader`]: `read_page` under the `fetch` purpose (public addresses only unless
 //!   `FETCH_ALLOWED_ORIGINS` says otherwise; redirects re-checked hop by hop; size and time caps).
@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use llooma_core::{
+use crate::{
     FetchedPage, MemoryEntry, MemoryPort, PageReader, PortFuture, SearchHit, ToolError, WebSearch,
 };
 use llooma_net::{NetClient, NetError, OutboundPolicy, Purpose};

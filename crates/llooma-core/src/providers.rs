@@ -1,5 +1,5 @@
-//! [`ProviderClients`]: one model provider client per provider, reused across turns, bots and
-//! `GET /models`.
+//! Model providers as the application uses them: [`ProviderClients`] keeps one client per
+//! provider, reused across turns, bots and the list of models.
 //!
 //! A client is kept with the stored fields it was built from (base URL, key ciphertext); each
 //! use reads the provider's row (as it always did) and reuses the client only while those
@@ -14,8 +14,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use llooma_providers::ProviderClient;
+use llooma_net::{NetClient, Purpose};
+use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::Provider;
+use llooma_types::{ModelChoice, ProviderModels};
+use llooma_vault::SecretContext;
+
+use crate::{App, AppError, TurnError};
 
 /// Built provider clients by provider id. Cheap to clone (shared).
 #[derive(Clone, Debug, Default)]
@@ -67,6 +72,85 @@ impl ProviderClients {
     /// Drops the client of a provider that was changed or deleted.
     pub(crate) fn forget(&self, provider_id: &str) {
         self.built.lock().unwrap_or_else(PoisonError::into_inner).remove(provider_id);
+    }
+}
+
+impl App {
+    /// The client for a provider: the one kept while its stored address and key are unchanged,
+    /// otherwise a new one (the row is read every time, so a change on any replica is seen).
+    pub async fn provider_client(&self, provider_id: &str) -> Result<ProviderClient, TurnError> {
+        let Some(provider) = self.store.provider(provider_id).await? else {
+            self.providers.forget(provider_id);
+            return Err(TurnError::ProviderRemoved);
+        };
+        if let Some(client) = self.providers.cached(&provider) {
+            return Ok(client);
+        }
+        let mut config = ProviderConfig::new(provider.base_url.clone());
+        if let Some(stored) = provider.api_key_ciphertext.as_deref() {
+            let key = self
+                .vault
+                .decrypt(
+                    SecretContext::new("providers", "api_key_ciphertext", &provider.id),
+                    stored,
+                )
+                .map_err(|e| TurnError::ProviderKey(e.to_string()))?;
+            config = config.with_api_key(key);
+        }
+        let net = config
+            .configure_net_client(NetClient::builder(self.outbound.clone(), Purpose::Provider))
+            .build()
+            .map_err(|e| TurnError::Setup(e.to_string()))?;
+        let client = ProviderClient::new(net, config)?;
+        self.providers.keep(&provider, client.clone());
+        Ok(client)
+    }
+
+    /// Drops the kept client of a provider changed or deleted through this replica, so no key
+    /// outlives its row here.
+    pub fn forget_provider(&self, provider_id: &str) {
+        self.providers.forget(provider_id);
+    }
+
+    /// For each provider, the models it lists (`GET {base}/models`) and those an administrator
+    /// declared, to choose a conversation's model from.
+    pub async fn models(&self) -> Result<Vec<ProviderModels>, AppError> {
+        let providers = self.store.list_providers().await?;
+        let lists = futures::future::join_all(providers.iter().map(|p| async move {
+            let client = self.provider_client(&p.id).await?;
+            Ok::<_, TurnError>(client.list_models().await?)
+        }))
+        .await;
+        let mut answer = Vec::with_capacity(providers.len());
+        for (provider, listed) in providers.into_iter().zip(lists) {
+            let (listed, list_error) = match listed {
+                Ok(models) => (models.into_iter().map(|m| m.id).collect(), None),
+                Err(error) => {
+                    // The detail (which may quote the provider) is for the operator's log.
+                    tracing::warn!(provider = %provider.id, %error, "listing a provider's models failed");
+                    let message = "The provider did not list its models (it may be down, or \
+                                   refuse the key); an administrator can check it. Declared \
+                                   models are still offered.";
+                    (Vec::new(), Some(message.to_owned()))
+                }
+            };
+            let mut models: Vec<ModelChoice> = listed
+                .into_iter()
+                .map(|id| ModelChoice { id, source: "provider".to_owned() })
+                .collect();
+            for id in provider.declared_models {
+                if !models.iter().any(|m| m.id == id) {
+                    models.push(ModelChoice { id, source: "declared".to_owned() });
+                }
+            }
+            answer.push(ProviderModels {
+                provider_id: provider.id,
+                provider_name: provider.name,
+                models,
+                list_error,
+            });
+        }
+        Ok(answer)
     }
 }
 

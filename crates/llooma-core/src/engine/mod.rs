@@ -17,9 +17,13 @@ use llooma_types::{Attached, RequestWeighed, Step, StepState, TurnEvent};
 use serde_json::Value;
 use tokio::sync::watch;
 
+pub mod html;
+pub(crate) mod mcp;
+pub(crate) mod tools;
+
 use crate::error::{SinkError, TurnError};
-use crate::mcp::{self, ANNOUNCE_TOOL, McpTurn};
-use crate::tools::{BuiltinTools, OFFER_CHOICES};
+use mcp::{ANNOUNCE_TOOL, McpTurn};
+use tools::{BuiltinTools, OFFER_CHOICES};
 
 /// Where a turn reports what happens, in order (`text`, `reasoning`, `step`, `approval`,
 /// `choices`, `request`; the application adds `start`, `error`, `end`).

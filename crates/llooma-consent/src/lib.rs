@@ -32,7 +32,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-pub use crate::canonical::{canonical_json, sha256_hex};
+pub use llooma_policy::{canonical_json, sha256_hex};
 
 /// Shown where the permission mode is switched to [`PermissionMode::AllowAll`].
 pub const ALLOW_ALL_WARNING: &str = "Allow all runs every call any of your MCP servers' tools \

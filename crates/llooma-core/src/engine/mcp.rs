@@ -1,17 +1,17 @@
 //! MCP tools inside a turn. Every call goes through consent and the approval broker before
 //! anything leaves the machine, and everything a server answers is wrapped as untrusted text.
 //!
-//! Order for one call: remembered consent (`llooma_policy::consent::decide`) → either recorded as
+//! Order for one call: remembered consent (`llooma_consent::decide`) → either recorded as
 //! run unasked, or put to the person (`Broker::request`, a card, `Broker::wait`) → the arguments
 //! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
 //! the result wrapped by the memory guard → a timeline step naming server and tool.
 
 use llooma_approval_broker::{ApprovalPort, Broker, Context, Gate, NewCall, Unasked, gate};
-use llooma_mcp_client::McpClient;
-use llooma_memory_guard::{Caps, Source, TurnGuard};
-use llooma_policy::consent::{
+use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
+use llooma_mcp_client::McpClient;
+use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{ToolCall, ToolDefinition, ToolsSize};
 use llooma_types::{ApprovalCardView, ApprovalShown, Step, StepState, TurnEvent};
 use llooma_vault::Secret;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use llooma_vault::SecretContext;
 use tokio::task::JoinHandle;
 
-use crate::AppState;
+use crate::App;
 
 /// How long a server that could not be watched is left alone.
 const BACKOFF: Duration = Duration::from_secs(300);
@@ -26,7 +26,7 @@ struct Watch {
 }
 
 /// Runs until the server stops.
-pub async fn watch_list_changes(state: AppState, every: Duration) {
+pub async fn watch_list_changes(state: App, every: Duration) {
     let mut watches: HashMap<String, Watch> = HashMap::new();
     let mut resting: HashMap<String, Instant> = HashMap::new();
     let mut stopping = state.stopping.clone();
@@ -43,7 +43,7 @@ pub async fn watch_list_changes(state: AppState, every: Duration) {
 }
 
 async fn sweep(
-    state: &AppState,
+    state: &App,
     watches: &mut HashMap<String, Watch>,
     resting: &mut HashMap<String, Instant>,
 ) {

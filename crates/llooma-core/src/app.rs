@@ -1,0 +1,76 @@
+//! [`App`]: the application as one value, built once at start and shared by every request and
+//! background task (cheap to clone: every part is shared).
+
+use std::sync::Arc;
+
+use llooma_approval_broker::Broker;
+use llooma_mcp_client::McpClient;
+use llooma_net::{NetError, OutboundPolicy};
+use llooma_store::Store;
+use llooma_vault::Vault;
+use tokio::sync::watch;
+
+use crate::builtins::{NetPageReader, SearchClients};
+use crate::providers::ProviderClients;
+use crate::turns::Turns;
+
+/// Everything the application reaches: the database, the approval broker, the MCP client, the
+/// instance secret, the outbound policy and the clients built under it, and the turns running
+/// in this process.
+#[derive(Clone, Debug)]
+pub struct App {
+    pub store: Store,
+    /// Every external call is put to the person through it.
+    pub broker: Broker<Store>,
+    /// Talks to MCP servers under the outbound policy.
+    pub mcp: McpClient,
+    pub vault: Arc<Vault>,
+    pub(crate) outbound: Arc<OutboundPolicy>,
+    /// Turns running in this process and news of conversations' event logs.
+    pub(crate) turns: Turns,
+    /// Reads pages for `read_page` (the `fetch` purpose); one per instance.
+    pub(crate) pages: NetPageReader,
+    /// Model provider clients, built once per provider and reused while its settings last.
+    pub(crate) providers: ProviderClients,
+    /// The web search client of the configured address, reused across turns and bots.
+    pub(crate) searches: SearchClients,
+    /// Turns true when the server is shutting down: streams and background tasks end.
+    pub stopping: watch::Receiver<bool>,
+}
+
+/// What [`App::new`] is built from.
+#[derive(Debug)]
+pub struct AppParts {
+    pub store: Store,
+    pub broker: Broker<Store>,
+    pub mcp: McpClient,
+    pub vault: Arc<Vault>,
+    pub outbound: Arc<OutboundPolicy>,
+    /// This process's id (the approval broker's replica id): the owner of the turns it runs.
+    pub replica_id: String,
+    pub stopping: watch::Receiver<bool>,
+}
+
+impl App {
+    /// Builds the clients the application keeps (page reading; providers and search are built
+    /// on first use).
+    pub fn new(parts: AppParts) -> Result<App, NetError> {
+        Ok(App {
+            pages: NetPageReader::new(parts.outbound.clone())?,
+            searches: SearchClients::new(parts.outbound.clone()),
+            providers: ProviderClients::default(),
+            turns: Turns::new(parts.replica_id),
+            store: parts.store,
+            broker: parts.broker,
+            mcp: parts.mcp,
+            vault: parts.vault,
+            outbound: parts.outbound,
+            stopping: parts.stopping,
+        })
+    }
+
+    /// The outbound network policy every client is built under.
+    pub fn outbound(&self) -> &OutboundPolicy {
+        &self.outbound
+    }
+}

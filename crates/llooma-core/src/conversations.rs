@@ -1,0 +1,487 @@
+//! Conversations of an account, and sending a message: the turn it starts runs in the server
+//! (see [`crate::turns`]), its reply is followed on the conversation's log.
+
+use std::collections::BTreeMap;
+
+use llooma_store::{Conversation, ConversationPatch};
+use llooma_types::{
+    ConversationDetail, ConversationView, EndState, MessageView, StepState, TurnEvent, TurnStarted,
+};
+use llooma_vault::Secret;
+
+use crate::setup::{AppTools, McpUse, TurnPlan};
+use crate::turns::LogSink;
+use crate::{App, AppError, Attachment, AttachmentKind, Speaker, TurnEnd, TurnRequest, TurnSink};
+
+/// The longest message a person may send, in bytes.
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024;
+/// Most resources and prompts one message brings.
+pub const MAX_ATTACHMENTS: usize = 5;
+/// The longest title, in characters.
+const MAX_TITLE_CHARS: usize = 200;
+
+/// A conversation as the API shows it.
+pub fn conversation_view(c: &Conversation) -> ConversationView {
+    ConversationView {
+        id: c.id.clone(),
+        title: c.title.clone(),
+        provider_id: c.provider_id.clone(),
+        model: c.model.clone(),
+        mcp_enabled: c.mcp_enabled,
+        persona_id: c.persona_id.clone(),
+        created_at: llooma_store::ms_to_rfc3339(c.created_at_ms),
+        updated_at: llooma_store::ms_to_rfc3339(c.updated_at_ms),
+    }
+}
+
+/// A new conversation's settings.
+#[derive(Debug, Default)]
+pub struct NewConversation {
+    pub title: Option<String>,
+    pub provider_id: Option<String>,
+    pub model: Option<String>,
+    pub persona_id: Option<String>,
+}
+
+/// A change to a conversation; absent fields stay.
+#[derive(Debug, Default)]
+pub struct ConversationChange {
+    pub title: Option<String>,
+    pub provider_id: Option<String>,
+    pub model: Option<String>,
+    pub mcp_enabled: Option<bool>,
+    /// A persona's id, or an empty string for none.
+    pub persona_id: Option<String>,
+}
+
+/// What the person sends: the text, and the resources and prompts they chose (`@`, `/`).
+#[derive(Debug)]
+pub struct NewMessage {
+    pub content: String,
+    pub resources: Vec<ChosenResource>,
+    pub prompts: Vec<ChosenPrompt>,
+}
+
+/// A resource the person chose: one the server lists (`uri`), or one of its templates with the
+/// blanks filled in (`uri_template` and `arguments`: the address is built here, each value
+/// checked, not in the browser).
+#[derive(Debug)]
+pub struct ChosenResource {
+    pub server_id: String,
+    pub uri: Option<String>,
+    pub uri_template: Option<String>,
+    pub arguments: BTreeMap<String, String>,
+}
+
+/// A prompt the person chose, with its arguments.
+#[derive(Debug)]
+pub struct ChosenPrompt {
+    pub server_id: String,
+    pub name: String,
+    pub arguments: BTreeMap<String, String>,
+}
+
+impl ChosenResource {
+    /// The address to read: the one given, or the template filled in.
+    fn address(&self) -> Result<String, AppError> {
+        match (&self.uri, &self.uri_template) {
+            (Some(uri), None) if self.arguments.is_empty() => Ok(uri.clone()),
+            (None, Some(template)) => {
+                llooma_mcp_client::template::expand(template, &self.arguments).map_err(|err| {
+                    AppError::invalid(
+                        "invalid_template_value",
+                        format!(
+                            "The resource template {template} cannot be filled in: {err}. \
+                             Change the value and send again."
+                        ),
+                    )
+                })
+            }
+            _ => Err(AppError::invalid(
+                "invalid_resource",
+                "A chosen resource has either a uri, or a uriTemplate with its arguments.",
+            )),
+        }
+    }
+}
+
+/// A chosen resource or prompt with the server to ask for it.
+struct Chosen {
+    label: String,
+    address: String,
+    token: Option<Secret>,
+    what: ChosenWhat,
+}
+
+enum ChosenWhat {
+    Resource(String),
+    Prompt(String, BTreeMap<String, String>),
+}
+
+/// Conversations one page lists when the caller does not say, and at most.
+pub const PAGE_DEFAULT: u64 = 50;
+pub const PAGE_MAX: u64 = 200;
+
+/// A page boundary: the last conversation's activity time and id, as `<ms>.<id>`.
+fn cursor(c: &Conversation) -> String {
+    format!("{}.{}", c.updated_at_ms, c.id)
+}
+
+fn parse_cursor(text: &str) -> Option<(i64, &str)> {
+    let (ms, id) = text.split_once('.')?;
+    let ms = ms.parse().ok()?;
+    (!id.is_empty()).then_some((ms, id))
+}
+
+fn clean_title(title: Option<&str>) -> Result<String, AppError> {
+    let title = title.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("New conversation");
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(AppError::invalid(
+            "invalid_title",
+            format!("A title has at most {MAX_TITLE_CHARS} characters."),
+        ));
+    }
+    Ok(title.to_owned())
+}
+
+impl App {
+    /// The account's conversation (another account's id is not found).
+    pub async fn conversation(&self, account_id: &str, id: &str) -> Result<Conversation, AppError> {
+        self.store.conversation(account_id, id).await?.ok_or(AppError::NotFound)
+    }
+
+    async fn check_provider(&self, provider_id: Option<&str>) -> Result<(), AppError> {
+        if let Some(id) = provider_id
+            && self.store.provider(id).await?.is_none()
+        {
+            return Err(AppError::invalid("unknown_provider", "There is no such model provider."));
+        }
+        Ok(())
+    }
+
+    /// The persona must be one of the account's own.
+    async fn check_persona(
+        &self,
+        account_id: &str,
+        persona_id: Option<&str>,
+    ) -> Result<(), AppError> {
+        if let Some(id) = persona_id
+            && self.store.persona(account_id, id).await?.is_none()
+        {
+            return Err(AppError::invalid(
+                "unknown_persona",
+                "There is no such persona; create it under Settings → Personas first.",
+            ));
+        }
+        Ok(())
+    }
+
+    /// A page of the account's conversations, most recently active first, after the position
+    /// `before` (a cursor an earlier page gave); with the cursor of the next page if there is
+    /// one.
+    pub async fn conversations_page(
+        &self,
+        account_id: &str,
+        before: Option<&str>,
+        limit: Option<u64>,
+    ) -> Result<(Vec<ConversationView>, Option<String>), AppError> {
+        let limit = limit.unwrap_or(PAGE_DEFAULT);
+        if !(1..=PAGE_MAX).contains(&limit) {
+            return Err(AppError::invalid(
+                "invalid_limit",
+                format!("A page lists 1 to {PAGE_MAX} conversations."),
+            ));
+        }
+        let before = match before {
+            Some(text) => Some(parse_cursor(text).ok_or_else(|| {
+                AppError::invalid(
+                    "invalid_cursor",
+                    "This page position is not one the server gave; start again from the first \
+                     page.",
+                )
+            })?),
+            None => None,
+        };
+        // One more than asked says whether another page follows.
+        let mut page = self.store.list_conversations(account_id, before, limit + 1).await?;
+        let mut next = None;
+        if page.len() as u64 > limit {
+            page.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+            next = page.last().map(cursor);
+        }
+        Ok((page.iter().map(conversation_view).collect(), next))
+    }
+
+    pub async fn create_conversation(
+        &self,
+        account_id: &str,
+        new: NewConversation,
+    ) -> Result<ConversationView, AppError> {
+        let title = clean_title(new.title.as_deref())?;
+        self.check_provider(new.provider_id.as_deref()).await?;
+        self.check_persona(account_id, new.persona_id.as_deref()).await?;
+        let mut conversation =
+            self.store.create_conversation(account_id, &title, new.provider_id, new.model).await?;
+        if let Some(persona_id) = new.persona_id {
+            let patch =
+                ConversationPatch { persona_id: Some(Some(persona_id)), ..Default::default() };
+            self.store.update_conversation(account_id, &conversation.id, patch).await?;
+            conversation = self.conversation(account_id, &conversation.id).await?;
+        }
+        Ok(conversation_view(&conversation))
+    }
+
+    /// The account's conversation with its messages, and where a page showing them starts
+    /// following the log.
+    pub async fn conversation_detail(
+        &self,
+        account_id: &str,
+        id: &str,
+    ) -> Result<ConversationDetail, AppError> {
+        let conversation = self.conversation(account_id, id).await?;
+        let messages = self
+            .store
+            .messages(id)
+            .await?
+            .into_iter()
+            .map(|m| MessageView {
+                id: m.id,
+                role: m.role,
+                content: m.content,
+                turn_id: m.turn_id,
+                created_at: llooma_store::ms_to_rfc3339(m.created_at_ms),
+            })
+            .collect();
+        let running_turn = self.store.running_turn(id).await?;
+        let events_after = self.store.resume_point(id, running_turn.as_deref()).await?;
+        Ok(ConversationDetail {
+            conversation: conversation_view(&conversation),
+            messages,
+            running_turn,
+            events_after,
+        })
+    }
+
+    pub async fn change_conversation(
+        &self,
+        account_id: &str,
+        id: &str,
+        change: ConversationChange,
+    ) -> Result<ConversationView, AppError> {
+        self.conversation(account_id, id).await?;
+        self.check_provider(change.provider_id.as_deref()).await?;
+        let title = match change.title.as_deref() {
+            Some(t) => Some(clean_title(Some(t))?),
+            None => None,
+        };
+        let persona_id = change.persona_id.map(|p| Some(p).filter(|p| !p.is_empty()));
+        self.check_persona(account_id, persona_id.clone().flatten().as_deref()).await?;
+        let patch = ConversationPatch {
+            title,
+            provider_id: change.provider_id.map(Some),
+            model: change.model.map(Some),
+            mcp_enabled: change.mcp_enabled,
+            persona_id,
+        };
+        self.store.update_conversation(account_id, id, patch).await?;
+        Ok(conversation_view(&self.conversation(account_id, id).await?))
+    }
+
+    /// Deletes the account's conversation, stopping its reply if one is being written here.
+    pub async fn delete_conversation(&self, account_id: &str, id: &str) -> Result<(), AppError> {
+        // Ownership first: another account's id must change nothing, not even a running reply.
+        self.conversation(account_id, id).await?;
+        self.turns.stop_here(id);
+        self.store.delete_conversation(account_id, id).await?;
+        Ok(())
+    }
+
+    /// Stores the person's message and starts a turn in the server; returns the turn's id. The
+    /// reply arrives on the conversation's log.
+    pub async fn send_message(
+        &self,
+        account_id: &str,
+        conversation_id: &str,
+        message: NewMessage,
+    ) -> Result<String, AppError> {
+        let conversation = self.conversation(account_id, conversation_id).await?;
+        let content = message.content.trim();
+        if content.is_empty() || content.len() > MAX_MESSAGE_BYTES {
+            return Err(AppError::invalid(
+                "invalid_message",
+                format!("A message has 1 to {MAX_MESSAGE_BYTES} bytes."),
+            ));
+        }
+        let (Some(provider_id), Some(model)) =
+            (conversation.provider_id.clone(), conversation.model.clone())
+        else {
+            return Err(AppError::invalid(
+                "no_model",
+                "Choose a model for this conversation first (an administrator adds model \
+                 providers).",
+            ));
+        };
+        if message.resources.len() + message.prompts.len() > MAX_ATTACHMENTS {
+            return Err(AppError::invalid(
+                "too_many_attachments",
+                format!("A message brings at most {MAX_ATTACHMENTS} resources and prompts."),
+            ));
+        }
+        let mut chosen = Vec::new();
+        for r in message.resources {
+            let uri = r.address()?;
+            let (label, address, token) = self.active_server(account_id, &r.server_id).await?;
+            chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(uri) });
+        }
+        for p in message.prompts {
+            let (label, address, token) = self.active_server(account_id, &p.server_id).await?;
+            let what = ChosenWhat::Prompt(p.name, p.arguments);
+            chosen.push(Chosen { label, address, token, what });
+        }
+        // Everything the turn is built from is read before it starts, so a failure here leaves
+        // no turn behind.
+        let settings = self.store.tool_settings(account_id).await?;
+        let instance = self.store.instance_settings().await?;
+        let persona = match &conversation.persona_id {
+            Some(persona_id) => self.store.persona(account_id, persona_id).await?,
+            None => None,
+        };
+        let model_prompt = self.store.model_prompt(&provider_id, &model).await?;
+        let mut history: Vec<(Speaker, String)> = self
+            .store
+            .messages(conversation_id)
+            .await?
+            .into_iter()
+            .map(|m| {
+                (if m.role == "assistant" { Speaker::Model } else { Speaker::Person }, m.content)
+            })
+            .collect();
+        history.push((Speaker::Person, content.to_owned()));
+        let system_prompt = crate::system_prompt(
+            instance.system_prompt.as_deref(),
+            model_prompt.as_deref(),
+            persona.as_ref().map(|p| p.prompt.as_str()),
+        );
+
+        let turn_id = self.store.start_turn(conversation_id, &self.turns.replica_id).await?;
+        let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
+        if let Err(err) =
+            self.store.add_message(conversation_id, "user", content, Some(&turn_id)).await
+        {
+            let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
+            return Err(err.into());
+        }
+        let (running, stop) = self.turns.register(&self.store, conversation_id, &turn_id);
+        let plan = TurnPlan {
+            account_id: account_id.to_owned(),
+            provider_id,
+            request: TurnRequest {
+                model,
+                system_prompt: Some(system_prompt),
+                history,
+                rounds: crate::ROUNDS,
+                now_rfc3339: now_rfc3339(),
+                attachments: Vec::new(),
+            },
+            tools: AppTools::Conversation {
+                memory_persona: persona.filter(|p| p.memory_enabled).map(|p| p.id),
+            },
+            web_search_url: instance.web_search_url,
+            // Catalogues are sent only where MCP is switched on: no tools offered, no call
+            // possible.
+            mcp: if conversation.mcp_enabled || settings.mcp_everywhere {
+                McpUse::Asked
+            } else {
+                McpUse::Off
+            },
+            conversation_id: conversation_id.to_owned(),
+            turn_id: turn_id.clone(),
+        };
+        let app = self.clone();
+        tokio::spawn(
+            async move { app.run_conversation_turn(plan, chosen, sink, running, stop).await },
+        );
+        Ok(turn_id)
+    }
+
+    async fn run_conversation_turn(
+        self,
+        mut plan: TurnPlan,
+        chosen: Vec<Chosen>,
+        sink: LogSink,
+        running: crate::turns::RunningTurn,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let turn_id = plan.turn_id.clone();
+        let conversation_id = plan.conversation_id.clone();
+        let _ = sink.event(TurnEvent::Start(TurnStarted { turn_id: turn_id.clone() })).await;
+        plan.request.attachments = self.read_chosen(chosen, &sink).await;
+        let end = self.run_plan(plan, &sink, stop).await;
+        let text = end.text();
+        if !text.is_empty() {
+            let _ =
+                self.store.add_message(&conversation_id, "assistant", text, Some(&turn_id)).await;
+        }
+        let error = match &end {
+            TurnEnd::Failed { error, .. } => Some(error.to_string()),
+            _ => None,
+        };
+        if let Some(error) = &error {
+            tracing::warn!(turn = %turn_id, %error, "turn failed");
+            let _ = sink.event(TurnEvent::error(error.clone())).await;
+        }
+        running.unregister();
+        if let Err(err) = sink.end(end.state(), error.as_deref()).await {
+            tracing::warn!(turn = %turn_id, error = %err, "ending a turn failed");
+        }
+    }
+
+    /// Reads what the person chose. A failure is a step; the turn goes on without it.
+    async fn read_chosen(&self, chosen: Vec<Chosen>, sink: &LogSink) -> Vec<Attachment> {
+        let mut attachments = Vec::new();
+        for c in chosen {
+            let read = async {
+                let session = self.mcp.connect(&c.address, c.token.as_ref()).await?;
+                let text = match &c.what {
+                    ChosenWhat::Resource(uri) => session.read_resource(uri).await.map(|r| {
+                        r.contents.iter().map(|i| i.describe()).collect::<Vec<_>>().join("\n")
+                    }),
+                    ChosenWhat::Prompt(name, arguments) => {
+                        session.get_prompt(name, arguments).await.map(|p| {
+                            p.messages
+                                .iter()
+                                .map(|m| format!("[{}] {}", m.role, m.content.describe()))
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        })
+                    }
+                };
+                session.close().await;
+                text
+            }
+            .await;
+            let kind = match c.what {
+                ChosenWhat::Resource(uri) => AttachmentKind::Resource { uri },
+                ChosenWhat::Prompt(name, _) => AttachmentKind::Prompt { name },
+            };
+            match read {
+                Ok(text) => attachments.push(Attachment { server_label: c.label, kind, text }),
+                Err(err) => {
+                    let step = crate::attachment_step(
+                        &c.label,
+                        &kind,
+                        StepState::Failed,
+                        Some(err.to_string()),
+                    );
+                    let _ = sink.event(TurnEvent::step(step)).await;
+                }
+            }
+        }
+        attachments
+    }
+}
+
+/// The time `current_date` tells, to the second.
+pub(crate) fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
