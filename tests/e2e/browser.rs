@@ -1132,3 +1132,126 @@ async fn browser_a_reply_in_markdown_is_rendered_live_and_after_a_reload_with_it
     let console = browser.console().await;
     assert!(!console.to_lowercase().contains("hydrat"), "{console}");
 }
+
+/// The timeline of every reply as the page shows it: per reply, its parts in order (text,
+/// reasoning, steps with their state), "Stopped." and the failure.
+async fn timeline(browser: &Browser) -> Value {
+    browser
+        .script(
+            r#"
+            return [...document.querySelectorAll('.timeline .msg.reply')].map(reply => ({
+                parts: [...reply.children].map(part => {
+                    if (part.matches('.step')) {
+                        const summary = part.querySelector('summary');
+                        return (part.matches('.mcp') ? 'mcp ' : 'app ') + part.dataset.state + ': ' +
+                            (summary || part).textContent.trim();
+                    }
+                    return part.className + ': ' + part.textContent.trim();
+                }),
+            }));
+            "#,
+        )
+        .await
+}
+
+#[tokio::test]
+async fn browser_a_reload_shows_every_reply_s_timeline_as_it_was_shown_live() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let added = api
+        .post("/api/v1/mcp/servers", json!({"label": "everything", "address": peer.url()}))
+        .await;
+    let echo = crate::conversations::model_name_in(&added.json, "echo");
+    let created = api
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "Timeline", "providerId": provider_id, "model": "fake-model"}),
+        )
+        .await;
+    let id = created.json["id"].as_str().unwrap().to_owned();
+    let on = api
+        .send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    assert_eq!(on.status, 200, "{on:?}");
+
+    // Four replies: the date, an allowed call and its answer; a refused call; a reply stopped
+    // half-way; a reply the provider fails.
+    model.push(
+        Reply::reasoning("The date first.", "Let me look.")
+            .with_tool_call(llooma_fake_model::FakeToolCall::new("current_date", json!({}))),
+    );
+    model.push(Reply::tool_call(&echo, json!({"message": "sent to the server"})));
+    model.push(Reply::text("The server said it back."));
+    model.push(Reply::tool_call(&echo, json!({"message": "not this one"})));
+    model.push(Reply::text("Nothing was sent."));
+    model.push(
+        Reply::text("A long answer that will be stopped. ".repeat(20))
+            .chunks(40)
+            .chunk_delay_ms(100),
+    );
+    model.push(Reply::http_error(500, "the model broke"));
+
+    sign_in(&browser, &base, "root").await;
+    let url = format!("{base}/c/{id}");
+    browser.goto(&url).await;
+    browser.wait_live().await;
+    let send = |text: &'static str| {
+        let browser = &browser;
+        async move {
+            browser.type_into("textarea[name=message]", text).await;
+            browser.click("button.send").await;
+        }
+    };
+    send("what day is it, then echo").await;
+    browser.wait_text(".card.approval pre.args", "sent to the server").await;
+    browser.click(".card.approval button.allow").await;
+    browser.wait_text(".timeline", "The server said it back.").await;
+    send("echo again").await;
+    browser.wait_text(".card.approval pre.args", "not this one").await;
+    browser.click(".card.approval button.refuse").await;
+    browser.wait_text(".timeline", "Nothing was sent.").await;
+    send("tell me a long story").await;
+    browser.wait_text(".timeline", "A long answer").await;
+    browser.click("button.stop").await;
+    browser.wait_text(".timeline .note", "Stopped.").await;
+    send("and now fail").await;
+    browser.wait_text(".timeline .turn-error", "").await;
+    let live = timeline(&browser).await;
+
+    let replies = live.as_array().unwrap();
+    assert_eq!(replies.len(), 4, "{live:#}");
+    let first = replies[0]["parts"].to_string();
+    assert!(first.contains("reasoning: Reasoning"), "{first}");
+    assert!(first.contains("app done: Used current_date"), "{first}");
+    assert!(first.contains("mcp allowed:") && first.contains("echo"), "{first}");
+    assert!(replies[1]["parts"].to_string().contains("mcp refused:"), "{live:#}");
+    assert!(replies[2]["parts"].to_string().contains("note: Stopped."), "{live:#}");
+    assert!(replies[3]["parts"].to_string().contains("error turn-error:"), "{live:#}");
+
+    // After a reload the same timeline is drawn from the stored log, not just the texts.
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.find(".timeline .step.mcp.refused").await;
+    assert_eq!(timeline(&browser).await, live, "the stored timeline differs from the live one");
+    // And a call opens to show what the server returned, as the model read it.
+    browser.scroll_to(".step.mcp.allowed").await;
+    browser.click(".step.mcp.allowed summary").await;
+    let output = browser.wait_text(".step.mcp.allowed pre.output", "sent to the server").await;
+    assert!(output.contains("everything"), "labelled with its server: {output}");
+    browser.screenshot("timeline-after-reload").await;
+    let console = browser.console().await;
+    assert!(!console.contains("cannot be read"), "{console}");
+}

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use llooma_store::{Conversation, ConversationPatch};
 use llooma_types::{
-    ConversationDetail, ConversationView, EndState, MessageView, StepState, TurnEvent, TurnStarted,
+    ConversationDetail, ConversationView, EndState, MessageView, Reply, StepState, TurnEvent,
+    TurnStarted,
 };
 use llooma_vault::Secret;
 
@@ -254,11 +255,30 @@ impl App {
             .collect();
         let running_turn = self.store.running_turn(id).await?;
         let events_after = self.store.resume_point(id, running_turn.as_deref()).await?;
+        let mut replies: Vec<Reply> = Vec::new();
+        for stored in self.store.timeline_events(id, events_after).await? {
+            let event = match TurnEvent::decode(&stored.kind, &stored.data_json) {
+                Ok(event) => event,
+                Err(err) => {
+                    tracing::warn!(conversation = %id, seq = stored.seq, error = %err, "a stored event cannot be read; its reply is drawn without it");
+                    continue;
+                }
+            };
+            match replies.last_mut() {
+                Some(reply) if reply.turn_id == stored.turn_id => reply.apply(&event),
+                _ => {
+                    let mut reply = Reply::new(stored.turn_id);
+                    reply.apply(&event);
+                    replies.push(reply);
+                }
+            }
+        }
         Ok(ConversationDetail {
             conversation: conversation_view(&conversation),
             messages,
             running_turn,
             events_after,
+            replies,
         })
     }
 

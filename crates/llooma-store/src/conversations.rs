@@ -419,6 +419,31 @@ impl Store {
         Ok(query.into_tuple::<Option<i64>>().one(&self.db).await?.flatten().unwrap_or(0))
     }
 
+    /// The events a page needs to draw the finished replies: every event numbered up to
+    /// `last_seq` but the weights of requests (`request`), oldest first.
+    pub async fn timeline_events(
+        &self,
+        conversation_id: &str,
+        last_seq: i64,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        Ok(turn_events::Entity::find()
+            .filter(turn_events::Column::ConversationId.eq(conversation_id))
+            .filter(turn_events::Column::Seq.lte(last_seq))
+            .filter(turn_events::Column::Kind.ne("request"))
+            .order_by_asc(turn_events::Column::Seq)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|m| StoredEvent {
+                seq: m.seq,
+                turn_id: m.turn_id,
+                kind: m.kind,
+                data_json: m.data_json,
+                at_ms: m.at_ms,
+            })
+            .collect())
+    }
+
     /// Events after `after_seq`, oldest first, at most `limit`.
     pub async fn events_after(
         &self,

@@ -394,6 +394,100 @@ impl Step {
     }
 }
 
+/// One piece of a reply, in the order it happened.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReplyPart {
+    Text {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    /// A tool call, an attached resource or prompt, or a card waiting for its answer.
+    Step {
+        step: Box<Step>,
+    },
+}
+
+/// A reply as its turn's events built it: what the page shows live, and the same again from
+/// the stored log after a reload ([`Reply::apply`] is the one fold of both).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reply {
+    pub turn_id: String,
+    pub parts: Vec<ReplyPart>,
+    /// How the turn ended, once it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<EndState>,
+    /// Why it failed, in words for the person.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    pub fn new(turn_id: impl Into<String>) -> Self {
+        Reply { turn_id: turn_id.into(), ..Reply::default() }
+    }
+
+    /// Adds one event of the reply's turn: pieces of text and reasoning join the part they
+    /// continue, a card shows as a waiting step until the step that settles its call replaces
+    /// it, `start` begins again from nothing (the log is being replayed).
+    pub fn apply(&mut self, event: &TurnEvent) {
+        match event {
+            TurnEvent::Start(started) => *self = Reply::new(started.turn_id.clone()),
+            TurnEvent::Text(piece) => match self.parts.last_mut() {
+                Some(ReplyPart::Text { text }) => text.push_str(&piece.delta),
+                _ => self.parts.push(ReplyPart::Text { text: piece.delta.clone() }),
+            },
+            TurnEvent::Reasoning(piece) => match self.parts.last_mut() {
+                Some(ReplyPart::Reasoning { text }) => text.push_str(&piece.delta),
+                _ => self.parts.push(ReplyPart::Reasoning { text: piece.delta.clone() }),
+            },
+            TurnEvent::Approval(shown) => {
+                let card = &shown.card;
+                let step = Step {
+                    call_id: Some(card.id.clone()),
+                    ..Step::mcp_call(
+                        card.model_tool_name.clone(),
+                        card.server_label.clone(),
+                        card.tool_name.clone(),
+                        StepState::Waiting,
+                    )
+                };
+                self.parts.push(ReplyPart::Step { step: Box::new(step) });
+            }
+            TurnEvent::Step(step) => {
+                let waiting = step.call_id.as_ref().and_then(|call| {
+                    self.parts.iter_mut().find(|p| {
+                        matches!(p, ReplyPart::Step { step: s } if s.call_id.as_ref() == Some(call))
+                    })
+                });
+                let part = ReplyPart::Step { step: step.clone() };
+                match waiting {
+                    Some(waiting) => *waiting = part,
+                    None => self.parts.push(part),
+                }
+            }
+            TurnEvent::Error(failure) => self.error = Some(failure.message.clone()),
+            TurnEvent::End(ended) => self.state = Some(ended.state),
+            TurnEvent::Choices(_) | TurnEvent::Request(_) => {}
+        }
+    }
+
+    /// The reply's text, all its text parts joined (what the conversation keeps as the
+    /// model's message).
+    pub fn text(&self) -> String {
+        self.parts
+            .iter()
+            .filter_map(|p| match p {
+                ReplyPart::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
@@ -449,6 +543,70 @@ mod tests {
         for step in steps {
             round_trip("step", step);
         }
+    }
+
+    #[test]
+    fn a_reply_is_folded_the_same_from_any_replay_of_its_log() {
+        let card = ApprovalCardView {
+            id: "c1".into(),
+            conversation_id: "v".into(),
+            turn_id: "t".into(),
+            server_id: "s".into(),
+            server_label: "home".into(),
+            tool_name: "turn_on".into(),
+            model_tool_name: "mcp_home_turn_on".into(),
+            tool_description: String::new(),
+            arguments_json: "{}".into(),
+            created_at_ms: 1,
+            deadline_ms: 2,
+        };
+        let settled = Step {
+            call_id: Some("c1".into()),
+            is_error: Some(false),
+            output: Some("on".into()),
+            ..Step::mcp_call("mcp_home_turn_on", "home", "turn_on", StepState::Allowed)
+        };
+        let log = [
+            TurnEvent::Start(TurnStarted { turn_id: "t".into() }),
+            TurnEvent::reasoning("Let me "),
+            TurnEvent::reasoning("think."),
+            TurnEvent::text("Turning "),
+            TurnEvent::text("it on."),
+            TurnEvent::Approval(ApprovalShown { card }),
+            TurnEvent::step(settled.clone()),
+            TurnEvent::text("Done."),
+            TurnEvent::error("the provider stopped answering"),
+            TurnEvent::end(EndState::Failed),
+        ];
+        let mut reply = Reply::default();
+        for event in &log {
+            reply.apply(event);
+        }
+        assert_eq!(reply.turn_id, "t");
+        assert_eq!(
+            reply.parts,
+            vec![
+                ReplyPart::Reasoning { text: "Let me think.".into() },
+                ReplyPart::Text { text: "Turning it on.".into() },
+                ReplyPart::Step { step: Box::new(settled) },
+                ReplyPart::Text { text: "Done.".into() },
+            ],
+            "the card's waiting step is replaced by the step that settled it"
+        );
+        assert_eq!(reply.state, Some(EndState::Failed));
+        assert_eq!(reply.error.as_deref(), Some("the provider stopped answering"));
+        assert_eq!(reply.text(), "Turning it on.Done.");
+        // Replaying the log over a reply already built gives the same reply, not a double one.
+        for event in &log {
+            reply.apply(event);
+        }
+        let mut again = Reply::default();
+        log.iter().for_each(|e| again.apply(e));
+        assert_eq!(reply, again);
+        let json = serde_json::to_value(&reply).unwrap();
+        assert_eq!(json["parts"][2]["kind"], "step");
+        assert_eq!(json["parts"][2]["step"]["state"], "allowed");
+        assert_eq!(serde_json::from_value::<Reply>(json).unwrap(), reply);
     }
 
     #[test]

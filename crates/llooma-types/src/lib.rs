@@ -7,8 +7,8 @@
 pub mod events;
 
 pub use events::{
-    ApprovalShown, Attached, ChoicesShown, Delta, EncodedEvent, EndState, RequestWeighed, Step,
-    StepState, TurnEnded, TurnEvent, TurnFailure, TurnStarted, UnknownEvent,
+    ApprovalShown, Attached, ChoicesShown, Delta, EncodedEvent, EndState, Reply, ReplyPart,
+    RequestWeighed, Step, StepState, TurnEnded, TurnEvent, TurnFailure, TurnStarted, UnknownEvent,
 };
 use serde::{Deserialize, Serialize};
 
@@ -495,6 +495,10 @@ pub struct ConversationDetail {
     /// running turn's events come after it.
     #[serde(default)]
     pub events_after: i64,
+    /// The timeline of every finished reply, as its turn's stored events built it (the running
+    /// turn's comes on the event stream).
+    #[serde(default)]
+    pub replies: Vec<Reply>,
 }
 
 /// An MCP call waiting for the person's answer, as `GET /api/v1/approvals` and its event stream

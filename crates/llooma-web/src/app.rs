@@ -5,8 +5,8 @@ use std::rc::Rc;
 
 use leptos::prelude::*;
 use llooma_types::{
-    ApprovalCardView, Attached, ConversationDetail, ConversationView, PersonaView, ProviderChoice,
-    Step, StepState, TurnEvent,
+    ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, PersonaView,
+    ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent,
 };
 use serde_json::{Value, json};
 
@@ -290,25 +290,14 @@ fn short_time(rfc3339: &str) -> String {
     rfc3339.get(..16).unwrap_or(rfc3339).replace('T', " ")
 }
 
-/// One piece of a reply, in the order it happened.
-#[derive(Clone, Debug, PartialEq)]
-enum Part {
-    Text(String),
-    Reasoning(String),
-    /// A `step` event (or a waiting card's summary).
-    Step(Box<Step>),
-}
-
-/// One message of the timeline: the person's, or a reply built from its turn's events.
+/// One message of the timeline: the person's, or a reply built from its turn's events (live,
+/// or from the stored log after a reload: the same fold, `Reply::apply`).
 #[derive(Clone)]
 struct Entry {
     key: usize,
     user: bool,
     turn_id: Option<String>,
-    parts: RwSignal<Vec<Part>>,
-    /// `done`, `stopped` or `failed` once the turn ended.
-    state: RwSignal<Option<String>>,
-    error: RwSignal<Option<String>>,
+    reply: RwSignal<Reply>,
 }
 
 /// Everything the conversation page changes as events arrive.
@@ -323,18 +312,50 @@ struct Chat {
     running: RwSignal<bool>,
 }
 
+/// A reply that is only its text (the person's message, or a stored reply without its log).
+fn text_reply(turn_id: Option<&str>, text: String) -> Reply {
+    Reply {
+        turn_id: turn_id.unwrap_or_default().to_owned(),
+        parts: vec![ReplyPart::Text { text }],
+        ..Reply::default()
+    }
+}
+
 impl Chat {
-    fn entry(&self, user: bool, turn_id: Option<String>, parts: Vec<Part>) -> Entry {
+    fn entry(&self, user: bool, turn_id: Option<String>, reply: Reply) -> Entry {
         let key = self.next_key.get_value();
         self.next_key.set_value(key + 1);
-        Entry {
-            key,
-            user,
-            turn_id,
-            parts: RwSignal::new(parts),
-            state: RwSignal::new(None),
-            error: RwSignal::new(None),
+        Entry { key, user, turn_id, reply: RwSignal::new(reply) }
+    }
+
+    /// The stored conversation as entries: each person's message followed by its turn's reply
+    /// as the log built it (failures and stops included), else as the stored text.
+    fn stored_entries(&self, detail: &ConversationDetail) -> Vec<Entry> {
+        let reply_of =
+            |turn: Option<&str>| turn.and_then(|t| detail.replies.iter().find(|r| r.turn_id == t));
+        let mut shown: Vec<&str> = Vec::new();
+        let mut entries = Vec::new();
+        for m in &detail.messages {
+            let turn = m.turn_id.as_deref();
+            if m.role == "user" {
+                entries.push(self.entry(
+                    true,
+                    m.turn_id.clone(),
+                    text_reply(turn, m.content.clone()),
+                ));
+                if let Some(reply) = reply_of(turn) {
+                    shown.extend(turn);
+                    entries.push(self.entry(false, m.turn_id.clone(), reply.clone()));
+                }
+            } else if !turn.is_some_and(|t| shown.contains(&t)) {
+                entries.push(self.entry(
+                    false,
+                    m.turn_id.clone(),
+                    text_reply(turn, m.content.clone()),
+                ));
+            }
         }
+        entries
     }
 
     fn find(&self, user: bool, turn_id: &str) -> Option<Entry> {
@@ -356,7 +377,7 @@ impl Chat {
         if self.find(true, turn_id).is_some() {
             return;
         }
-        let entry = self.entry(true, Some(turn_id.to_owned()), vec![Part::Text(text)]);
+        let entry = self.entry(true, Some(turn_id.to_owned()), text_reply(Some(turn_id), text));
         self.entries.update(|entries| {
             let at = entries
                 .iter()
@@ -367,101 +388,52 @@ impl Chat {
     }
 
     fn on_event(&self, event: TurnEvent) {
-        match event {
-            TurnEvent::Start(started) => {
-                let turn = started.turn_id;
-                self.running.set(true);
-                if let Some(reply) = self.find(false, &turn) {
-                    // The log is replayed from its start: the reply is rebuilt from it.
-                    reply.parts.set(Vec::new());
-                    reply.state.set(None);
-                    reply.error.set(None);
-                    self.current.set_value(Some(reply.key));
-                    return;
+        if let TurnEvent::Start(started) = &event {
+            self.start(&started.turn_id);
+        }
+        if let Some(reply) = self.current() {
+            reply.reply.update(|r| r.apply(&event));
+        }
+        if let TurnEvent::End(_) = event {
+            self.current.set_value(None);
+            self.running.set(false);
+        }
+    }
+
+    /// A turn's events begin: the reply they write into, after the person's message.
+    fn start(&self, turn: &str) {
+        self.running.set(true);
+        if let Some(reply) = self.find(false, turn) {
+            // The log is replayed from its start: `start` rebuilds the reply from it.
+            self.current.set_value(Some(reply.key));
+            return;
+        }
+        let reply = self.entry(false, Some(turn.to_owned()), Reply::new(turn));
+        self.current.set_value(Some(reply.key));
+        let has_user = self.find(true, turn).is_some();
+        self.entries.update(|entries| {
+            let at = entries
+                .iter()
+                .position(|e| e.user && e.turn_id.as_deref() == Some(turn))
+                .map_or(entries.len(), |p| p + 1);
+            entries.insert(at, reply);
+        });
+        if !has_user {
+            // Sent from another tab: fetch what the person wrote.
+            let chat = *self;
+            let turn = turn.to_owned();
+            api::spawn(async move {
+                let path = format!("/api/v1/conversations/{}", chat.id.get_value());
+                if let Ok(detail) = api::call("GET", &path, None, None).await
+                    && let Ok(detail) = serde_json::from_value::<ConversationDetail>(detail)
+                    && let Some(message) = detail
+                        .messages
+                        .into_iter()
+                        .find(|m| m.role == "user" && m.turn_id.as_deref() == Some(&turn))
+                {
+                    chat.add_user(&turn, message.content);
                 }
-                let reply = self.entry(false, Some(turn.clone()), Vec::new());
-                self.current.set_value(Some(reply.key));
-                let has_user = self.find(true, &turn).is_some();
-                self.entries.update(|entries| {
-                    let at = entries
-                        .iter()
-                        .position(|e| e.user && e.turn_id.as_deref() == Some(turn.as_str()))
-                        .map_or(entries.len(), |p| p + 1);
-                    entries.insert(at, reply);
-                });
-                if !has_user {
-                    // Sent from another tab: fetch what the person wrote.
-                    let chat = *self;
-                    api::spawn(async move {
-                        let path = format!("/api/v1/conversations/{}", chat.id.get_value());
-                        if let Ok(detail) = api::call("GET", &path, None, None).await
-                            && let Ok(detail) = serde_json::from_value::<ConversationDetail>(detail)
-                            && let Some(message) = detail
-                                .messages
-                                .into_iter()
-                                .find(|m| m.role == "user" && m.turn_id.as_deref() == Some(&turn))
-                        {
-                            chat.add_user(&turn, message.content);
-                        }
-                    });
-                }
-            }
-            TurnEvent::Text(piece) => {
-                let Some(reply) = self.current() else { return };
-                reply.parts.update(|parts| match parts.last_mut() {
-                    Some(Part::Text(text)) => text.push_str(&piece.delta),
-                    _ => parts.push(Part::Text(piece.delta)),
-                });
-            }
-            TurnEvent::Reasoning(piece) => {
-                let Some(reply) = self.current() else { return };
-                reply.parts.update(|parts| match parts.last_mut() {
-                    Some(Part::Reasoning(text)) => text.push_str(&piece.delta),
-                    _ => parts.push(Part::Reasoning(piece.delta)),
-                });
-            }
-            TurnEvent::Approval(shown) => {
-                let Some(reply) = self.current() else { return };
-                let card = shown.card;
-                let step = Step {
-                    call_id: Some(card.id),
-                    ..Step::mcp_call(
-                        card.model_tool_name,
-                        card.server_label,
-                        card.tool_name,
-                        StepState::Waiting,
-                    )
-                };
-                reply.parts.update(|parts| parts.push(Part::Step(Box::new(step))));
-            }
-            TurnEvent::Step(step) => {
-                let Some(reply) = self.current() else { return };
-                reply.parts.update(|parts| {
-                    // A settled call replaces its waiting card's step.
-                    let waiting = step.call_id.as_ref().and_then(|call| {
-                        parts.iter_mut().find(
-                            |p| matches!(p, Part::Step(s) if s.call_id.as_ref() == Some(call)),
-                        )
-                    });
-                    match waiting {
-                        Some(part) => *part = Part::Step(step),
-                        None => parts.push(Part::Step(step)),
-                    }
-                });
-            }
-            TurnEvent::Error(failure) => {
-                if let Some(reply) = self.current() {
-                    reply.error.set(Some(failure.message));
-                }
-            }
-            TurnEvent::End(ended) => {
-                if let Some(reply) = self.current() {
-                    reply.state.set(Some(ended.state.as_str().to_owned()));
-                }
-                self.current.set_value(None);
-                self.running.set(false);
-            }
-            TurnEvent::Choices(_) | TurnEvent::Request(_) => {}
+            });
         }
     }
 }
@@ -489,14 +461,7 @@ fn Conversation(
         current: StoredValue::new(None),
         running: RwSignal::new(detail.running_turn.is_some()),
     };
-    let initial: Vec<Entry> = detail
-        .messages
-        .iter()
-        .map(|m| {
-            chat.entry(m.role == "user", m.turn_id.clone(), vec![Part::Text(m.content.clone())])
-        })
-        .collect();
-    chat.entries.set(initial);
+    chat.entries.set(chat.stored_entries(&detail));
     let on: api::OnEvent =
         Rc::new(move |name: &str, data: &str| match TurnEvent::decode(name, data) {
             Ok(event) => chat.on_event(event),
@@ -545,34 +510,37 @@ fn Conversation(
 fn entry_view(entry: Entry) -> impl IntoView {
     let user = entry.user;
     let class = if user { "msg user" } else { "msg reply" };
-    let parts = entry.parts;
-    let state = entry.state;
-    let error = entry.error;
+    let reply = entry.reply;
     view! {
         <li class=class>
-            {move || parts.get().into_iter().map(|part| part_view(user, part)).collect_view()}
             {move || {
-                (state.get().as_deref() == Some("stopped"))
+                reply.with(|r| r.parts.iter().cloned().map(|part| part_view(user, part)).collect_view())
+            }}
+            {move || {
+                (reply.with(|r| r.state) == Some(EndState::Stopped))
                     .then(|| view! { <p class="note">"Stopped."</p> })
             }}
-            {move || error.get().map(|message| view! { <p class="error turn-error">{message}</p> })}
+            {move || {
+                reply.with(|r| r.error.clone())
+                    .map(|message| view! { <p class="error turn-error">{message}</p> })
+            }}
         </li>
     }
 }
 
-fn part_view(user: bool, part: Part) -> impl IntoView {
+fn part_view(user: bool, part: ReplyPart) -> impl IntoView {
     match part {
-        Part::Text(text) if user => view! { <div class="text">{text}</div> }.into_any(),
+        ReplyPart::Text { text } if user => view! { <div class="text">{text}</div> }.into_any(),
         // A reply's Markdown, rendered again as each piece of the stream arrives.
-        Part::Text(text) => crate::markdown::markdown(&text).into_any(),
-        Part::Reasoning(text) => view! {
+        ReplyPart::Text { text } => crate::markdown::markdown(&text).into_any(),
+        ReplyPart::Reasoning { text } => view! {
             <details class="reasoning">
                 <summary>"Reasoning"</summary>
                 <div class="text">{text}</div>
             </details>
         }
         .into_any(),
-        Part::Step(step) => step_view(&step).into_any(),
+        ReplyPart::Step { step } => step_view(&step).into_any(),
     }
 }
 
@@ -590,7 +558,7 @@ fn step_view(step: &Step) -> impl IntoView {
             _ => String::new(),
         };
         return view! {
-            <details class=format!("step builtin {state}")>
+            <details class=format!("step builtin {state}") data-state=state>
                 <summary>"Used " <b>{tool}</b> {outcome}</summary>
                 <pre class="result">{result}</pre>
             </details>
@@ -627,17 +595,26 @@ fn step_view(step: &Step) -> impl IntoView {
             ("!", "the model's arguments were not an object: nothing was called".to_owned())
         }
     };
-    view! {
-        <div class=format!("step mcp {state}") data-state=state>
-            <span class="icon">{icon}</span>
-            <span class="server">{server}</span>
-            " · "
-            <b class="tool">{tool}</b>
-            " — "
-            <span class="what">{what}</span>
-        </div>
+    let summary = view! {
+        <span class="icon">{icon}</span>
+        <span class="server">{server}</span>
+        " · "
+        <b class="tool">{tool}</b>
+        " — "
+        <span class="what">{what}</span>
+    };
+    match step.output.clone() {
+        // What the server returned, as the model read it (wrapped and labelled as its text).
+        Some(output) => view! {
+            <details class=format!("step mcp {state}") data-state=state>
+                <summary>{summary}</summary>
+                <pre class="output">{output}</pre>
+            </details>
+        }
+        .into_any(),
+        None => view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> }
+            .into_any(),
     }
-    .into_any()
 }
 
 /// JSON text, indented; anything else as it is.

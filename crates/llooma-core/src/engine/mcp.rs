@@ -390,19 +390,22 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         match read {
             Ok(contents) => {
                 let text: Vec<String> = contents.contents.iter().map(|c| c.describe()).collect();
-                let wrapped = guard.admit(
-                    &resource.server_label,
-                    Source::Resource { uri: &resource.uri },
-                    &text.join("\n"),
-                    &Caps::default(),
-                );
+                let wrapped = guard
+                    .admit(
+                        &resource.server_label,
+                        Source::Resource { uri: &resource.uri },
+                        &text.join("\n"),
+                        &Caps::default(),
+                    )
+                    .into_string();
                 sink.event(TurnEvent::step(Step {
                     server: Some(resource.server_label.clone()),
                     uri: Some(resource.uri.clone()),
+                    output: Some(wrapped.clone()),
                     ..Step::mcp_tool(RESOURCE_READ, StepState::Done)
                 }))
                 .await?;
-                Ok(wrapped.into_string())
+                Ok(wrapped)
             }
             Err(err) => {
                 sink.event(TurnEvent::step(Step {
@@ -563,6 +566,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     .into_string();
                 let allowed = Step {
                     is_error: Some(result.is_error),
+                    output: Some(wrapped.clone()),
                     ..step(StepState::Allowed, Some(&approved.id))
                 };
                 sink.event(TurnEvent::step(allowed)).await?;
