@@ -2,6 +2,7 @@
 //! npm's server-everything: what a person does and sees.
 
 mod driver;
+mod everyday;
 
 use llooma_fake_model::{FakeModel, Reply};
 use serde_json::{Value, json};

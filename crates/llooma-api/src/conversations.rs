@@ -1,5 +1,6 @@
 //! `/api/v1/conversations` and `/api/v1/models`: the signed-in account's conversations, sending
-//! a message, stopping a reply, and the event stream of a conversation's turns.
+//! a message, stopping a reply, the event stream of a conversation's turns, and a tab's one
+//! stream (`/api/v1/events`: the account's cards and the open conversation's turns together).
 //!
 //! The stream is server-sent events whose ids are the log's numbers, so a reconnect with
 //! `Last-Event-ID` replays what it missed and continues live (the log and the turns themselves
@@ -229,6 +230,44 @@ pub async fn events(
     let stream = log
         .map(|e| Ok(Event::default().id(e.seq.to_string()).event(&e.kind).data(&e.data_json)))
         .take_until(session_ended);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TabEventsQuery {
+    conversation: Option<String>,
+    after: Option<i64>,
+}
+
+/// `GET /api/v1/events?conversation=&after=`: a tab's one stream. A browser keeps at most six
+/// connections to a host over HTTP/1.1, so a page that held a stream for the cards and another
+/// for its conversation, times a few tabs, left none for sending a message. This one carries the
+/// account's card news (as `/approvals/events`) and, when `conversation` is given, that
+/// conversation's log (as `/conversations/{id}/events`, with its ids, so `Last-Event-ID` and
+/// `after` resume it).
+pub async fn tab_events(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    ApiQuery(query): ApiQuery<TabEventsQuery>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let log = match &query.conversation {
+        Some(id) => {
+            let after = last_event_id(&headers).or(query.after).unwrap_or(0);
+            let log = state.app.follow(&signed_in.account.id, id, after).await?;
+            log.map(|e| Event::default().id(e.seq.to_string()).event(&e.kind).data(&e.data_json))
+                .left_stream()
+        }
+        None => futures::stream::pending().right_stream(),
+    };
+    let cards = state
+        .app
+        .card_news(&signed_in.account.id)
+        .await
+        .map(|news| Event::default().event(news.name).data(news.data_json));
+    let session_ended = signed_in.session_ended(&state);
+    let stream = futures::stream::select(cards, log).map(Ok).take_until(session_ended);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 

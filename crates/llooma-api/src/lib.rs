@@ -143,6 +143,7 @@ pub fn router(state: AppState) -> Router {
         .route("/conversations/{id}/messages", post(conversations::send))
         .route("/conversations/{id}/stop", post(conversations::stop))
         .route("/conversations/{id}/events", get(conversations::events))
+        .route("/events", get(conversations::tab_events))
         .route("/personas", get(personas::list).post(personas::create))
         .route("/personas/{id}", get(personas::get).patch(personas::patch).delete(personas::delete))
         .route("/personas/{id}/memory", get(personas::memory))

@@ -1,5 +1,5 @@
 //! What the components ask of the browser: JSON API calls (session cookie + `X-CSRF-Token`),
-//! server-sent event streams, navigation, the clock. In the server build these are inert: the
+//! navigation, the clock (the tab's event stream is `crate::stream`). In the server build these are inert: the
 //! server only renders, and event handlers and listeners never run there.
 
 use serde_json::Value;
@@ -21,8 +21,7 @@ impl Failure {
     }
 }
 
-/// What a component calls when an event arrives on a stream: (event name, its JSON data).
-/// Called with each event's name and its data (JSON text).
+/// What a component calls when an event arrives on a stream: its name and its data (JSON text).
 pub type OnEvent = std::rc::Rc<dyn Fn(&str, &str)>;
 
 #[cfg(feature = "hydrate")]
@@ -32,7 +31,7 @@ mod browser {
     use wasm_bindgen::prelude::*;
     use wasm_bindgen_futures::JsFuture;
 
-    use super::{Failure, OnEvent};
+    use super::Failure;
     use crate::model::Page;
 
     fn unreachable_server() -> Failure {
@@ -81,27 +80,6 @@ mod browser {
         } else {
             Err(Failure::from_answer(status, &json))
         }
-    }
-
-    pub fn listen(path: &str, names: &[&str], on: OnEvent) {
-        let Ok(source) = web_sys::EventSource::new(path) else {
-            return;
-        };
-        for name in names {
-            let on = on.clone();
-            let event = (*name).to_owned();
-            let callback = Closure::<dyn Fn(web_sys::MessageEvent)>::new(
-                move |message: web_sys::MessageEvent| {
-                    let data = message.data().as_string().unwrap_or_default();
-                    on(&event, &data);
-                },
-            );
-            let _ =
-                source.add_event_listener_with_callback(name, callback.as_ref().unchecked_ref());
-            // The page lives as long as the stream: both end when the tab navigates away.
-            callback.forget();
-        }
-        std::mem::forget(source);
     }
 
     pub fn go(path: &str) {
@@ -154,14 +132,14 @@ mod browser {
 
 #[cfg(feature = "hydrate")]
 pub use browser::{
-    call, console_error, copy_text, every_second, go, listen, mark_hydrated, now_ms, page_data,
+    call, console_error, copy_text, every_second, go, mark_hydrated, now_ms, page_data,
 };
 
 #[cfg(not(feature = "hydrate"))]
 mod inert {
     use serde_json::Value;
 
-    use super::{Failure, OnEvent};
+    use super::Failure;
 
     pub async fn call(
         _method: &str,
@@ -171,8 +149,6 @@ mod inert {
     ) -> Result<Value, Failure> {
         Err(Failure::from_answer(0, &Value::Null))
     }
-
-    pub fn listen(_path: &str, _names: &[&str], _on: OnEvent) {}
 
     pub fn console_error(_message: &str) {}
 
@@ -190,7 +166,7 @@ mod inert {
 }
 
 #[cfg(not(feature = "hydrate"))]
-pub use inert::{call, console_error, copy_text, every_second, go, listen, now_ms};
+pub use inert::{call, console_error, copy_text, every_second, go, now_ms};
 
 /// Runs a future in the browser (event handlers); nothing in the server build.
 pub fn spawn(future: impl std::future::Future<Output = ()> + 'static) {

@@ -10,7 +10,7 @@ use llooma_types::{
 };
 use serde_json::{Value, json};
 
-use crate::api;
+use crate::{api, stream};
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
 use crate::model::{Me, Page};
 
@@ -247,7 +247,14 @@ fn Home(
         <div class="page">
             <TopBar me=me.clone() />
             <main class="narrow">
-                <ApprovalCards cards csrf=csrf.clone() here=None always_allow=false now_ms />
+                <ApprovalCards
+                    cards
+                    csrf=csrf.clone()
+                    here=None
+                    always_allow=false
+                    now_ms
+                    follow=None
+                />
                 <div class="row">
                     <h1>"Conversations"</h1>
                     <button class="primary new" type="button" on:click=new_conversation>
@@ -467,11 +474,12 @@ fn Conversation(
             Ok(event) => chat.on_event(event),
             Err(err) => api::console_error(&err.to_string()),
         });
-    api::listen(
-        &format!("/api/v1/conversations/{id}/events?after={}", detail.events_after),
-        &TurnEvent::KINDS,
+    let follow = stream::Follow {
+        conversation_id: id.clone(),
+        after: detail.events_after,
+        names: &TurnEvent::KINDS,
         on,
-    );
+    };
 
     view! {
         <div class="page chat-page">
@@ -498,6 +506,7 @@ fn Conversation(
                             here=Some(id.clone())
                             always_allow
                             now_ms
+                            follow=Some(follow)
                         />
                     </div>
                 </div>
@@ -839,8 +848,13 @@ fn Composer(
     }
 }
 
+/// The names of the card news on the tab's stream.
+const CARD_NEWS: [&str; 5] = ["pending", "appeared", "answered", "expired", "interrupted"];
+
 /// The cards waiting for this account's answer, live in every tab: `here` is the conversation
-/// the page shows (its cards come first; others link to theirs).
+/// the page shows (its cards come first; others link to theirs). It opens the tab's one event
+/// stream, which also carries the events of the conversation the page `follow`s, and says so
+/// when that stream's connection is lost.
 #[component]
 fn ApprovalCards(
     cards: Vec<ApprovalCardView>,
@@ -848,23 +862,24 @@ fn ApprovalCards(
     here: Option<String>,
     always_allow: bool,
     now_ms: i64,
+    follow: Option<stream::Follow>,
 ) -> impl IntoView {
     let cards = RwSignal::new(cards);
     let now = RwSignal::new(now_ms);
+    let live = RwSignal::new(true);
     let on: api::OnEvent = Rc::new(move |name: &str, data: &str| {
         let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
         on_card_event(cards, name, &data);
     });
-    api::listen(
-        "/api/v1/approvals/events",
-        &["pending", "appeared", "answered", "expired", "interrupted"],
-        on,
-    );
+    stream::open(&CARD_NEWS, on, follow, Rc::new(move |up| live.set(up)));
     api::every_second(move || now.set(api::now_ms()));
     let csrf = StoredValue::new(csrf);
     let here = StoredValue::new(here);
 
     view! {
+        <p class="connection" role="status" hidden=move || live.get()>
+            "The connection to the server was lost; reconnecting…"
+        </p>
         <section class="approvals" aria-live="polite">
             <For
                 each=move || cards.get()

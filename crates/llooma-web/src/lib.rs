@@ -24,6 +24,7 @@ pub mod model;
 mod personas;
 mod review;
 mod settings;
+mod stream;
 
 #[cfg(feature = "ssr")]
 pub mod server;

@@ -176,6 +176,11 @@ impl Browser {
         self.must("POST", "/refresh", None).await;
     }
 
+    /// The browser's Back button.
+    pub async fn back(&self) {
+        self.must("POST", "/back", None).await;
+    }
+
     /// Waits until the page is live (hydrated) and says nothing is missing.
     pub async fn wait_live(&self) {
         self.find("html[data-hydrated]").await;
