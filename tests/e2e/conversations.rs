@@ -149,6 +149,59 @@ async fn a_reload_mid_turn_replays_what_it_missed_and_continues() {
     assert_eq!(until_end(&mut fresh).await.0, long);
 }
 
+/// A browser tab holds one stream: the account's cards and its conversation's events together,
+/// resumed from the last event it saw like the conversation's own stream.
+#[tokio::test]
+async fn a_tab_s_one_stream_carries_its_cards_and_its_conversation_and_resumes_where_it_was() {
+    let long = "one two three four five six seven eight nine ten eleven twelve";
+    let model = FakeModel::start([Reply::text(long).chunks(12).chunk_delay_ms(150)]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let path = format!("/api/v1/events?conversation={id}");
+
+    let mut first = Events::open(&tab, &path, None).await;
+    let (name, data) = first.next().await;
+    assert_eq!((name.as_str(), &data["cards"]), ("pending", &json!([])), "the cards come first");
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "count"})).await;
+    let mut before = String::new();
+    while before.len() < 10 {
+        let (name, data) = first.next().await;
+        if name == "text" {
+            before.push_str(data["delta"].as_str().unwrap());
+        }
+    }
+    let resume_from = first.last_id.clone().unwrap();
+    drop(first); // the page is hidden, then shown again
+
+    let mut again = Events::open(&tab, &path, Some(&resume_from)).await;
+    let (after, names, end) = until_end(&mut again).await;
+    assert_eq!(names[0], "pending", "{names:?}");
+    assert_eq!(format!("{before}{after}"), long, "nothing lost, nothing twice");
+    assert_eq!(end["state"], "done");
+    // `after` does the same for a first connection; the stored events are not sent again.
+    let resumed = format!("{path}&after={resume_from}");
+    let mut from_after = Events::open(&tab, &resumed, None).await;
+    assert_eq!(until_end(&mut from_after).await.0, after);
+
+    // Without a conversation it carries the cards alone.
+    let mut cards_only = Events::open(&tab, "/api/v1/events", None).await;
+    assert_eq!(cards_only.next().await.0, "pending");
+
+    // Another account's conversation is not found, as on its own stream.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("other", PASSWORD).await;
+    let stream = other
+        .http
+        .get(format!("{}{path}", other.base))
+        .header("cookie", format!("llooma_session={}", other.cookie.as_ref().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 404);
+}
+
 #[tokio::test]
 async fn a_page_opened_mid_conversation_reads_only_the_running_turns_events() {
     let long = "alpha beta gamma delta epsilon zeta eta theta";

@@ -10,9 +10,9 @@ use llooma_types::{
 };
 use serde_json::{Value, json};
 
-use crate::{api, stream};
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
 use crate::model::{Me, Page};
+use crate::{api, stream};
 
 /// The whole body of a page.
 #[component]

@@ -99,8 +99,10 @@ mod browser {
                 }
             })
         };
-        let _ = window.add_event_listener_with_callback("pagehide", on_hide.as_ref().unchecked_ref());
-        let _ = window.add_event_listener_with_callback("pageshow", on_show.as_ref().unchecked_ref());
+        let _ =
+            window.add_event_listener_with_callback("pagehide", on_hide.as_ref().unchecked_ref());
+        let _ =
+            window.add_event_listener_with_callback("pageshow", on_show.as_ref().unchecked_ref());
         // Both live as long as the page.
         on_hide.forget();
         on_show.forget();
@@ -127,15 +129,14 @@ mod browser {
         };
         for (name, on) in &tab.handlers {
             let (name, on, seen) = (*name, on.clone(), tab.clone());
-            let listener =
-                Closure::<dyn Fn(web_sys::Event)>::new(move |event: web_sys::Event| {
-                    // `error` is also the name of a turn's event: only a message is one.
-                    let Ok(message) = event.dyn_into::<web_sys::MessageEvent>() else { return };
-                    if let Ok(id) = message.last_event_id().parse::<i64>() {
-                        seen.last_id.set(id);
-                    }
-                    on(name, &message.data().as_string().unwrap_or_default());
-                });
+            let listener = Closure::<dyn Fn(web_sys::Event)>::new(move |event: web_sys::Event| {
+                // `error` is also the name of a turn's event: only a message is one.
+                let Ok(message) = event.dyn_into::<web_sys::MessageEvent>() else { return };
+                if let Ok(id) = message.last_event_id().parse::<i64>() {
+                    seen.last_id.set(id);
+                }
+                on(name, &message.data().as_string().unwrap_or_default());
+            });
             let _ =
                 source.add_event_listener_with_callback(name, listener.as_ref().unchecked_ref());
             // A listener lives as long as its stream may call it; a few per connection.

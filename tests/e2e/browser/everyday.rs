@@ -9,7 +9,11 @@ use crate::support::{PASSWORD, Server, Tab, TestDb};
 
 /// An administrator with a provider of the fake model and `count` conversations on it; returns
 /// the API tab and the conversations' ids.
-async fn with_conversations(server: &Server, model: &FakeModel, count: usize) -> (Tab, Vec<String>) {
+async fn with_conversations(
+    server: &Server,
+    model: &FakeModel,
+    count: usize,
+) -> (Tab, Vec<String>) {
     let mut api = server.tab();
     api.register("root", PASSWORD).await;
     let provider = api
