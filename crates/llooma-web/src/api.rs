@@ -88,6 +88,33 @@ mod browser {
         }
     }
 
+    /// The conversation's scrolling box of messages.
+    fn chat_scroll() -> Option<web_sys::Element> {
+        web_sys::window()?.document()?.query_selector(".chat-scroll").ok()?
+    }
+
+    /// Whether the conversation's messages show the latest: the box is a reversed column, so
+    /// 0 is the bottom and scrolling up goes negative (a few pixels' slack).
+    pub fn chat_at_latest() -> bool {
+        chat_scroll().is_none_or(|e| e.scroll_top() > -48)
+    }
+
+    pub fn chat_to_latest() {
+        if let Some(e) = chat_scroll() {
+            e.set_scroll_top(0);
+        }
+    }
+
+    pub fn title() -> String {
+        web_sys::window().and_then(|w| w.document()).map(|d| d.title()).unwrap_or_default()
+    }
+
+    pub fn set_title(title: &str) {
+        if let Some(d) = web_sys::window().and_then(|w| w.document()) {
+            d.set_title(title);
+        }
+    }
+
     pub fn now_ms() -> i64 {
         #[expect(clippy::cast_possible_truncation, reason = "milliseconds since 1970 fit in i64")]
         let now = js_sys::Date::now() as i64;
@@ -132,7 +159,8 @@ mod browser {
 
 #[cfg(feature = "hydrate")]
 pub use browser::{
-    call, console_error, copy_text, every_second, go, mark_hydrated, now_ms, page_data,
+    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go,
+    mark_hydrated, now_ms, page_data, set_title, title,
 };
 
 #[cfg(not(feature = "hydrate"))]
@@ -158,6 +186,18 @@ mod inert {
         0
     }
 
+    pub fn chat_at_latest() -> bool {
+        true
+    }
+
+    pub fn chat_to_latest() {}
+
+    pub fn title() -> String {
+        String::new()
+    }
+
+    pub fn set_title(_title: &str) {}
+
     pub fn every_second(_tick: impl Fn() + 'static) {}
 
     pub async fn copy_text(_text: &str) -> bool {
@@ -166,7 +206,10 @@ mod inert {
 }
 
 #[cfg(not(feature = "hydrate"))]
-pub use inert::{call, console_error, copy_text, every_second, go, now_ms};
+pub use inert::{
+    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, now_ms,
+    set_title, title,
+};
 
 /// Runs a future in the browser (event handlers); nothing in the server build.
 pub fn spawn(future: impl std::future::Future<Output = ()> + 'static) {

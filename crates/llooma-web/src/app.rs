@@ -481,6 +481,10 @@ fn Conversation(
         on,
     };
 
+    // Scrolled up to read, the reader is not pulled down as the reply streams in; a button
+    // brings the latest back.
+    let away = RwSignal::new(false);
+
     view! {
         <div class="page chat-page">
             <TopBar me=me.clone() />
@@ -491,7 +495,7 @@ fn Conversation(
                 </div>
                 // The messages scroll above the composer and open on the latest one; the cards
                 // waiting for an answer come right after them, above the composer.
-                <div class="chat-scroll">
+                <div class="chat-scroll" on:scroll=move |_| away.set(!api::chat_at_latest())>
                     <div class="chat-scroll-content">
                         <ol class="timeline">
                             <For
@@ -509,6 +513,19 @@ fn Conversation(
                             follow=Some(follow)
                         />
                     </div>
+                </div>
+                <div class="jump-row">
+                    <button
+                        class="jump-latest"
+                        type="button"
+                        hidden=move || !away.get()
+                        on:click=move |_| {
+                            api::chat_to_latest();
+                            away.set(false);
+                        }
+                    >
+                        "↓ Latest"
+                    </button>
                 </div>
                 <Composer chat conversation providers personas attachables />
             </main>
@@ -685,6 +702,8 @@ fn Composer(
                     error.set(None);
                     if let Some(turn) = started["turnId"].as_str() {
                         chat.add_user(turn, content.trim().to_owned());
+                        // What the person just sent, and the reply to come, are in view.
+                        api::chat_to_latest();
                     }
                 }
                 Err(failure) => error.set(Some(failure.message)),
@@ -867,14 +886,34 @@ fn ApprovalCards(
     let cards = RwSignal::new(cards);
     let now = RwSignal::new(now_ms);
     let live = RwSignal::new(true);
+    let here = StoredValue::new(here);
     let on: api::OnEvent = Rc::new(move |name: &str, data: &str| {
         let data: Value = serde_json::from_str(data).unwrap_or(Value::Null);
         on_card_event(cards, name, &data);
+        // A card of this conversation sits just above the composer: bring it into view, even
+        // for a reader scrolled up, so its two minutes are not spent unseen.
+        let card_here = here.with_value(|h| {
+            h.as_deref().is_some_and(|h| data["card"]["conversationId"].as_str() == Some(h))
+        });
+        if name == "appeared" && card_here {
+            api::chat_to_latest();
+        }
     });
     stream::open(&CARD_NEWS, on, follow, Rc::new(move |up| live.set(up)));
     api::every_second(move || now.set(api::now_ms()));
+    // The tab's title says when cards wait, so a card is not missed from another tab.
+    let page_title = StoredValue::new(None::<String>);
+    Effect::new(move |_| {
+        let waiting = cards.with(Vec::len);
+        let title = page_title.with_value(Clone::clone).unwrap_or_else(api::title);
+        page_title.set_value(Some(title.clone()));
+        if waiting == 0 {
+            api::set_title(&title);
+        } else {
+            api::set_title(&format!("({waiting} waiting) {title}"));
+        }
+    });
     let csrf = StoredValue::new(csrf);
-    let here = StoredValue::new(here);
 
     view! {
         <p class="connection" role="status" hidden=move || live.get()>

@@ -139,3 +139,105 @@ async fn browser_a_lost_connection_is_shown_and_the_page_carries_on_when_the_ser
     browser.click("button.send").await;
     browser.wait_text(".timeline .msg.reply", "Back again.").await;
 }
+
+/// Where the conversation's messages are scrolled: 0 at the latest, negative scrolled up.
+async fn scrolled(browser: &Browser) -> f64 {
+    browser
+        .script("return document.querySelector('.chat-scroll').scrollTop")
+        .await
+        .as_f64()
+        .unwrap()
+}
+
+/// The text of the first message whose top is inside the scrolling box: what the reader reads.
+async fn first_in_view(browser: &Browser) -> String {
+    let script = r#"
+        const box = document.querySelector('.chat-scroll').getBoundingClientRect();
+        const msg = [...document.querySelectorAll('.timeline .msg')]
+            .find(m => m.getBoundingClientRect().top >= box.top);
+        return msg ? msg.textContent.slice(0, 40) : '';
+    "#;
+    browser.script(script).await.as_str().unwrap().to_owned()
+}
+
+/// A reply is followed while the reader is at the latest; scrolled up, the reader stays put and
+/// "Latest" brings the end back; a card waiting for an answer is brought into view above the
+/// composer and the tab's title says a card waits.
+#[tokio::test]
+async fn browser_the_reply_is_followed_at_the_latest_and_a_waiting_card_comes_into_view() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 700).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = &ids[0];
+    let added = api
+        .post("/api/v1/mcp/servers", json!({"label": "everything", "address": peer.url()}))
+        .await;
+    let echo = crate::conversations::model_name_in(&added.json, "echo");
+    let on = api
+        .send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    assert_eq!(on.status, 200, "{on:?}");
+    let lines = |tag: &str| (1..=30).map(|n| format!("{tag} line {n}.")).collect::<Vec<_>>();
+    for n in 0..6 {
+        let text = lines(&format!("Earlier {n}")).join("\n\n");
+        model.push(Reply::text(text.clone()));
+        api.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "more"})).await;
+        until_stored(&mut api, id, &text).await;
+    }
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.wait_text(".timeline", "Earlier 5 line 30.").await;
+    assert!(scrolled(&browser).await > -48.0, "the page opens on the latest");
+    browser.find(".jump-latest[hidden]").await;
+
+    // At the latest, a long reply streaming in is followed to its end.
+    model.push(Reply::text(lines("Streamed").join("\n\n")).chunks(40).chunk_delay_ms(20));
+    browser.type_into("textarea[name=message]", "a long one").await;
+    browser.click("button.send").await;
+    browser.wait_text(".timeline", "Streamed line 30.").await;
+    assert!(scrolled(&browser).await > -48.0, "followed to the end: {}", scrolled(&browser).await);
+
+    // Scrolled up, the reader is not moved by a reply streaming in, and "Latest" is offered.
+    browser.script("document.querySelector('.chat-scroll').scrollTop = -3000").await;
+    browser.find(".jump-latest:not([hidden])").await;
+    let reading = first_in_view(&browser).await;
+    model.push(Reply::text(lines("Meanwhile").join("\n\n")).chunks(40).chunk_delay_ms(20));
+    api.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "go on"})).await;
+    browser.wait_text(".timeline", "Meanwhile line 30.").await;
+    assert_eq!(first_in_view(&browser).await, reading, "the reader was moved");
+    browser.click(".jump-latest").await;
+    assert!(scrolled(&browser).await > -48.0, "Latest brings the end back");
+    browser.find(".jump-latest[hidden]").await;
+
+    // Scrolled up again, a card appears: it is brought into view, and the title says it waits.
+    let title = browser.script("return document.title").await;
+    browser.script("document.querySelector('.chat-scroll').scrollTop = -3000").await;
+    browser.find(".jump-latest:not([hidden])").await;
+    model.push(Reply::tool_call(&echo, json!({"message": "look at me"})));
+    model.push(Reply::text("Refused, fine."));
+    api.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "echo"})).await;
+    browser.wait_text(".card.approval pre.args", "look at me").await;
+    let in_view = browser
+        .script(
+            r#"const box = document.querySelector('.chat-scroll').getBoundingClientRect();
+               const card = document.querySelector('.card.approval').getBoundingClientRect();
+               const answer = document.querySelector('.card.approval button.refuse')
+                   .getBoundingClientRect();
+               return card.bottom <= box.bottom + 1 && answer.top >= box.top;"#,
+        )
+        .await;
+    assert_eq!(in_view, json!(true), "the card and its buttons are in view above the composer");
+    let waiting = browser.script("return document.title").await;
+    assert_eq!(waiting, json!(format!("(1 waiting) {}", title.as_str().unwrap())));
+    browser.click(".card.approval button.refuse").await;
+    browser.wait_text(".timeline", "Refused, fine.").await;
+    assert_eq!(browser.script("return document.title").await, title);
+}
