@@ -21,6 +21,7 @@ mod m0005_tools_personas_prompts;
 mod m0006_bot_integrations;
 mod m0008_turn_owners;
 mod m0009_mcp_catalogue;
+mod m0010_default_model;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -38,6 +39,7 @@ impl MigratorTrait for Migrator {
             // m0007 is reserved for work in progress (web).
             Box::new(m0008_turn_owners::Migration),
             Box::new(m0009_mcp_catalogue::Migration),
+            Box::new(m0010_default_model::Migration),
         ]
     }
 }

@@ -1109,3 +1109,86 @@ async fn a_fast_stream_is_written_in_a_few_joined_deltas_and_loses_nothing() {
     assert_eq!(text, "slow and steady");
     assert_eq!(names.iter().filter(|n| *n == "text").count(), 3, "{names:?}");
 }
+
+/// Creates a conversation without choosing a model: (its provider id, its model).
+async fn started_with(tab: &mut Tab) -> (Value, Value) {
+    let created = tab.post("/api/v1/conversations", json!({})).await;
+    assert_eq!(created.status, 201, "{created:?}");
+    (created.json["providerId"].clone(), created.json["model"].clone())
+}
+
+#[tokio::test]
+async fn a_new_conversation_starts_with_the_last_used_model_else_the_instance_default() {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let mut admin = server.tab();
+    admin.register("root", PASSWORD).await;
+    let provider = admin
+        .post("/api/v1/admin/providers", json!({"name": "fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        started_with(&mut admin).await,
+        (Value::Null, Value::Null),
+        "nothing to start with yet"
+    );
+
+    // Half a default, or one of a provider that does not exist, is refused with what to do.
+    let settings = "/api/v1/admin/settings";
+    let half = admin.send("PATCH", settings, Some(json!({"defaultModel": "fake-model"}))).await;
+    assert_eq!((half.status, half.json["error"].as_str()), (400, Some("invalid_default_model")));
+    let unknown = json!({"defaultProviderId": "nope", "defaultModel": "fake-model"});
+    let unknown = admin.send("PATCH", settings, Some(unknown)).await;
+    assert_eq!((unknown.status, unknown.json["error"].as_str()), (400, Some("unknown_provider")));
+
+    // The administrator's default model: a new conversation starts with it.
+    let default = json!({"defaultProviderId": provider_id, "defaultModel": "fake-model"});
+    let set = admin.send("PATCH", settings, Some(default)).await;
+    assert_eq!(set.status, 200, "{set:?}");
+    assert_eq!(set.json["defaultModel"], "fake-model");
+    assert_eq!(admin.get(settings).await.json["defaultProviderId"], provider_id.as_str());
+    let (started_provider, started_model) = started_with(&mut admin).await;
+    assert_eq!(
+        (started_provider.as_str(), started_model.as_str()),
+        (Some(&*provider_id), Some("fake-model"))
+    );
+
+    // Once a person has used a model, their next conversation starts with it.
+    let id = admin.post("/api/v1/conversations", json!({})).await.json["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let picked = admin
+        .send(
+            "PATCH",
+            &format!("/api/v1/conversations/{id}"),
+            Some(json!({"providerId": provider_id, "model": "big-model"})),
+        )
+        .await;
+    assert_eq!(picked.status, 200, "{picked:?}");
+    assert_eq!(started_with(&mut admin).await.1, "big-model");
+
+    // Another account, which never chose, gets the default; a chosen model is kept as chosen.
+    admin.send("PATCH", settings, Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("other", PASSWORD).await;
+    assert_eq!(started_with(&mut other).await.1, "fake-model");
+    let chosen = other
+        .post("/api/v1/conversations", json!({"providerId": provider_id, "model": "small-model"}))
+        .await;
+    assert_eq!(chosen.json["model"], "small-model");
+
+    // Cleared, and with its provider gone, nothing is started with.
+    let cleared = admin
+        .send("PATCH", settings, Some(json!({"defaultProviderId": "", "defaultModel": ""})))
+        .await;
+    assert_eq!(cleared.json["defaultModel"], Value::Null, "{cleared:?}");
+    let mut third = server.tab();
+    third.register("third", PASSWORD).await;
+    assert_eq!(started_with(&mut third).await.1, Value::Null);
+    let removed =
+        admin.send("DELETE", &format!("/api/v1/admin/providers/{provider_id}"), None).await;
+    assert_eq!(removed.status, 204, "{removed:?}");
+    assert_eq!(started_with(&mut admin).await, (Value::Null, Value::Null));
+}

@@ -24,6 +24,36 @@ fn settings_view(settings: InstanceSettings) -> InstanceSettingsView {
         users_can_add_mcp_servers: settings.users_can_add_mcp_servers,
         web_search_url: settings.web_search_url,
         system_prompt: settings.system_prompt,
+        default_provider_id: settings.default_model.as_ref().map(|(p, _)| p.clone()),
+        default_model: settings.default_model.map(|(_, m)| m),
+    }
+}
+
+/// The default model of a patch: both fields or neither; `""` for both clears it; the provider
+/// must exist.
+async fn default_model(
+    state: &AppState,
+    patch: &InstanceSettingsPatch,
+) -> Result<Option<Option<(String, String)>>, ApiError> {
+    let provider = patch.default_provider_id.as_deref().map(str::trim);
+    let model = patch.default_model.as_deref().map(str::trim);
+    match (provider, model) {
+        (None, None) => Ok(None),
+        (Some(""), Some("")) => Ok(Some(None)),
+        (Some(provider), Some(model)) if !provider.is_empty() && !model.is_empty() => {
+            if state.app.store.provider(provider).await?.is_none() {
+                return Err(ApiError::bad_request(
+                    "unknown_provider",
+                    "There is no such model provider; choose one of Admin → Providers.",
+                ));
+            }
+            Ok(Some(Some((provider.to_owned(), model.to_owned()))))
+        }
+        _ => Err(ApiError::bad_request(
+            "invalid_default_model",
+            "Give the default model's provider (defaultProviderId) and its name (defaultModel) \
+             together, or both empty for no default.",
+        )),
     }
 }
 
@@ -69,6 +99,7 @@ pub async fn patch_settings(
         users_can_add_mcp_servers: patch.users_can_add_mcp_servers,
         web_search_url,
         system_prompt: optional_prompt(patch.system_prompt.clone())?,
+        default_model: default_model(&state, &patch).await?,
     };
     let settings = state.app.store.change_instance_settings(change).await?;
     tracing::info!(
@@ -77,6 +108,7 @@ pub async fn patch_settings(
         users_can_add_mcp_servers = ?patch.users_can_add_mcp_servers,
         web_search_changed = patch.web_search_url.is_some(),
         system_prompt_changed = patch.system_prompt.is_some(),
+        default_model = ?patch.default_model,
         "instance settings changed"
     );
     Ok(Json(settings_view(settings)))

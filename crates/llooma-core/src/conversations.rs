@@ -151,6 +151,21 @@ impl App {
         self.store.conversation(account_id, id).await?.ok_or(AppError::NotFound)
     }
 
+    /// The model a new conversation starts with when none was chosen: the account's last used
+    /// one, else the instance's default, as long as its provider still exists.
+    async fn starting_model(&self, account_id: &str) -> Result<Option<(String, String)>, AppError> {
+        let candidates = [
+            self.store.last_model_used(account_id).await?,
+            self.store.instance_settings().await?.default_model,
+        ];
+        for (provider_id, model) in candidates.into_iter().flatten() {
+            if self.store.provider(&provider_id).await?.is_some() {
+                return Ok(Some((provider_id, model)));
+            }
+        }
+        Ok(None)
+    }
+
     async fn check_provider(&self, provider_id: Option<&str>) -> Result<(), AppError> {
         if let Some(id) = provider_id
             && self.store.provider(id).await?.is_none()
@@ -221,8 +236,12 @@ impl App {
         let title = clean_title(new.title.as_deref())?;
         self.check_provider(new.provider_id.as_deref()).await?;
         self.check_persona(account_id, new.persona_id.as_deref()).await?;
+        let (provider_id, model) = match (new.provider_id, new.model) {
+            (None, None) => self.starting_model(account_id).await?.unzip(),
+            chosen => chosen,
+        };
         let mut conversation =
-            self.store.create_conversation(account_id, &title, new.provider_id, new.model).await?;
+            self.store.create_conversation(account_id, &title, provider_id, model).await?;
         if let Some(persona_id) = new.persona_id {
             let patch =
                 ConversationPatch { persona_id: Some(Some(persona_id)), ..Default::default() };

@@ -134,6 +134,20 @@ impl Store {
             .collect())
     }
 
+    /// The model of the account's most recently active conversation that has one, as
+    /// (provider id, model name): what its next new conversation starts with.
+    pub async fn last_model_used(&self, account_id: &str) -> StoreResult<Option<(String, String)>> {
+        let last = conversations::Entity::find()
+            .filter(conversations::Column::AccountId.eq(account_id))
+            .filter(conversations::Column::ProviderId.is_not_null())
+            .filter(conversations::Column::Model.is_not_null())
+            .order_by_desc(conversations::Column::UpdatedAtMs)
+            .order_by_desc(conversations::Column::Id)
+            .one(&self.db)
+            .await?;
+        Ok(last.and_then(|c| c.provider_id.zip(c.model)))
+    }
+
     /// One of the account's conversations; another account's id is simply not found.
     pub async fn conversation(
         &self,

@@ -33,6 +33,8 @@ pub mod instance_settings {
         pub updated_at_ms: i64,
         pub web_search_url: Option<String>,
         pub system_prompt: Option<String>,
+        pub default_provider_id: Option<String>,
+        pub default_model: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -26,6 +26,9 @@ pub struct InstanceSettings {
     pub web_search_url: Option<String>,
     /// The default system prompt; `None`: the built-in one.
     pub system_prompt: Option<String>,
+    /// The model a new conversation starts with when its account never chose one: (provider
+    /// id, model name).
+    pub default_model: Option<(String, String)>,
 }
 
 /// A change to the instance settings; absent fields stay. `Some(None)` clears a text.
@@ -35,6 +38,7 @@ pub struct InstanceSettingsChange {
     pub users_can_add_mcp_servers: Option<bool>,
     pub web_search_url: Option<Option<String>>,
     pub system_prompt: Option<Option<String>>,
+    pub default_model: Option<Option<(String, String)>>,
 }
 
 impl Store {
@@ -68,6 +72,7 @@ impl Store {
             users_can_add_mcp_servers: row.users_can_add_mcp_servers,
             web_search_url: row.web_search_url,
             system_prompt: row.system_prompt,
+            default_model: row.default_provider_id.zip(row.default_model),
         })
     }
 
@@ -95,6 +100,7 @@ impl Store {
             users_can_add_mcp_servers,
             web_search_url,
             system_prompt,
+            default_model,
         } = change;
         let mut row = instance_settings::ActiveModel {
             id: Set(ROW),
@@ -112,6 +118,11 @@ impl Store {
         }
         if let Some(value) = system_prompt {
             row.system_prompt = Set(value);
+        }
+        if let Some(value) = default_model {
+            let (provider_id, model) = value.unzip();
+            row.default_provider_id = Set(provider_id);
+            row.default_model = Set(model);
         }
         row.update(&self.db).await?;
         self.instance_settings().await

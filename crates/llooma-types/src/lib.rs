@@ -74,6 +74,11 @@ pub struct InstanceSettingsView {
     pub web_search_url: Option<String>,
     /// The instance's default system prompt; `None`: the built-in one.
     pub system_prompt: Option<String>,
+    /// The model a new conversation starts with when its account never chose one.
+    #[serde(default)]
+    pub default_provider_id: Option<String>,
+    #[serde(default)]
+    pub default_model: Option<String>,
 }
 
 /// A change to the instance settings; absent fields stay as they are. For the two texts, an
@@ -85,6 +90,9 @@ pub struct InstanceSettingsPatch {
     pub users_can_add_mcp_servers: Option<bool>,
     pub web_search_url: Option<String>,
     pub system_prompt: Option<String>,
+    /// The default model: both together, or both `""` for none.
+    pub default_provider_id: Option<String>,
+    pub default_model: Option<String>,
 }
 
 /// What anyone, signed in or not, may know about the instance (the sign-in page needs it).

@@ -1,5 +1,5 @@
 //! Admin → Providers and instance: the model providers (address, key, declared models) and the
-//! instance's settings (registration, web search, default system prompt). A change is sent to
+//! instance's settings (registration, web search, default model, default system prompt). A change is sent to
 //! the API and the page is reloaded from the server.
 
 use leptos::prelude::*;
@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use crate::app::TopBar;
 use crate::forms::{change, input_value};
 use crate::model::Me;
+use crate::model_choices::{ModelChoices, ModelDatalist};
 
 const HERE: &str = "/admin/instance";
 
@@ -81,6 +82,27 @@ pub fn AdminInstance(
             settings_change(json!({"systemPrompt": text}), csrf.clone());
         }
     };
+    // The default model: a provider and one of its models (listed once the field is focused).
+    let default_provider = RwSignal::new(settings.default_provider_id.clone().unwrap_or_default());
+    let default_model = NodeRef::<leptos::html::Input>::new();
+    let choices = ModelChoices::new();
+    let save_default_model = {
+        let csrf = csrf.clone();
+        move |_| {
+            let provider = default_provider.get_untracked();
+            let model =
+                if provider.is_empty() { String::new() } else { input_value(default_model) };
+            let body = json!({"defaultProviderId": provider, "defaultModel": model});
+            settings_change(body, csrf.clone());
+        }
+    };
+    let provider_options = providers
+        .iter()
+        .map(|p| {
+            let selected = settings.default_provider_id.as_deref() == Some(p.id.as_str());
+            view! { <option value=p.id.clone() selected=selected>{p.name.clone()}</option> }
+        })
+        .collect_view();
     let empty = providers.is_empty();
     view! {
         <div class="page">
@@ -150,6 +172,45 @@ pub fn AdminInstance(
                                 value=settings.web_search_url.clone().unwrap_or_default()
                             />
                             <button class="save-search" type="button" on:click=save_search>
+                                "Save"
+                            </button>
+                        </span>
+                    </label>
+                    <label>
+                        "Default model of a new conversation (until its person has used one)"
+                        <span class="row">
+                            <select
+                                name="default-provider"
+                                title="Provider"
+                                on:change=move |ev| {
+                                    default_provider.set(event_target_value(&ev));
+                                    choices.load();
+                                }
+                            >
+                                <option value="" selected=settings.default_provider_id.is_none()>
+                                    "None"
+                                </option>
+                                {provider_options}
+                            </select>
+                            <input
+                                node_ref=default_model
+                                name="default-model"
+                                placeholder="model"
+                                list="default-model-choices"
+                                autocomplete="off"
+                                value=settings.default_model.clone().unwrap_or_default()
+                                on:focus=move |_| choices.load()
+                            />
+                            <ModelDatalist
+                                id="default-model-choices"
+                                choices
+                                provider=default_provider
+                            />
+                            <button
+                                class="save-default-model"
+                                type="button"
+                                on:click=save_default_model
+                            >
                                 "Save"
                             </button>
                         </span>

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
 use crate::model::{Me, Page};
+use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::{api, stream};
 
 /// The whole body of a page.
@@ -220,19 +221,14 @@ fn Home(
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
-    // A new conversation starts with the model of the most recent one.
-    let last = conversations.first().map(|c| (c.provider_id.clone(), c.model.clone()));
+    // A new conversation starts with the account's last used model, else the instance's
+    // default: the server chooses.
     let new_conversation = {
         let csrf = csrf.clone();
         move |_| {
             let csrf = csrf.clone();
-            let body = match &last {
-                Some((Some(provider), Some(model))) => {
-                    json!({"providerId": provider, "model": model})
-                }
-                _ => json!({}),
-            };
             api::spawn(async move {
+                let body = json!({});
                 match api::call("POST", "/api/v1/conversations", Some(body), Some(&csrf)).await {
                     Ok(created) => {
                         api::go(&format!("/c/{}", created["id"].as_str().unwrap_or_default()));
@@ -685,6 +681,21 @@ fn Composer(
             patch(json!({"providerId": provider, "model": name.trim()}));
         }
     };
+    // The providers' models, asked for when the person is about to pick one (not on every page
+    // load: listing asks each provider).
+    // The providers' models, asked for when the person is about to pick one.
+    let choices = ModelChoices::new();
+    // A provider chosen with no model yet takes its first listed model, so sending just works.
+    Effect::new(move |_| {
+        let provider = provider_id.get();
+        let first = choices.of(&provider).into_iter().next();
+        if let Some(first) = first
+            && model.get_untracked().trim().is_empty()
+        {
+            model.set(first);
+            save_model();
+        }
+    });
     let send = move || {
         let Some(area) = message.get() else { return };
         let content = area.value();
@@ -823,6 +834,7 @@ fn Composer(
                     title="Model provider"
                     on:change=move |ev| {
                         provider_id.set(event_target_value(&ev));
+                        choices.load();
                         save_model();
                     }
                 >
@@ -844,14 +856,18 @@ fn Composer(
                 <input
                     class="model"
                     name="model"
-                    title="Model"
+                    title="Model (pick one the provider lists, or type its name)"
                     placeholder="model"
-                    value=model.get_untracked()
+                    list="model-choices"
+                    autocomplete="off"
+                    prop:value=move || model.get()
+                    on:focus=move |_| choices.load()
                     on:change=move |ev| {
                         model.set(event_target_value(&ev));
                         save_model();
                     }
                 />
+                <ModelDatalist id="model-choices" choices provider=provider_id />
                 <span class="spacer"></span>
                 <button
                     class="stop"

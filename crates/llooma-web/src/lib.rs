@@ -21,6 +21,7 @@ mod discover;
 mod forms;
 mod markdown;
 pub mod model;
+mod model_choices;
 mod personas;
 mod review;
 mod settings;

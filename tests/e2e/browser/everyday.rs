@@ -241,3 +241,71 @@ async fn browser_the_reply_is_followed_at_the_latest_and_a_waiting_card_comes_in
     browser.wait_text(".timeline", "Refused, fine.").await;
     assert_eq!(browser.script("return document.title").await, title);
 }
+
+/// The values offered under a model field.
+async fn offered(browser: &Browser, datalist: &str) -> Vec<String> {
+    let script =
+        format!("return [...document.querySelectorAll('#{datalist} option')].map(o => o.value)");
+    let values = browser.script(&script).await;
+    values.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+/// Models are picked from what the provider lists; with the administrator's default model a new
+/// conversation's first message just works; the next new one starts with the last model used.
+#[tokio::test]
+async fn browser_models_are_picked_from_the_provider_s_list_and_a_new_conversation_just_works() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::builder().models(["fake-model", "big-model"]).start().await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (mut api, _) = with_conversations(&server, &model, 0).await;
+    let provider_id = api.get("/api/v1/providers").await.json[0]["id"].as_str().unwrap().to_owned();
+    sign_in(&browser, &base, "root").await;
+
+    // Admin → Providers and instance: the default model, picked from the provider's list.
+    browser.goto(&format!("{base}/admin/instance")).await;
+    browser.wait_live().await;
+    browser.click(&format!("select[name=default-provider] option[value=\"{provider_id}\"]")).await;
+    browser.click("input[name=default-model]").await;
+    browser.find("#default-model-choices option[value=big-model]").await;
+    assert_eq!(offered(&browser, "default-model-choices").await, ["fake-model", "big-model"]);
+    browser.type_into("input[name=default-model]", "fake-model").await;
+    browser.click("button.save-default-model").await;
+    super::until_api(&mut api, "/api/v1/admin/settings", "the default model", |s| {
+        s["defaultModel"] == "fake-model" && s["defaultProviderId"] == provider_id.as_str()
+    })
+    .await;
+
+    // A new conversation starts with it: the first message just works.
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.click("button.new").await;
+    browser.find(".chat-page").await;
+    browser.wait_live().await;
+    assert_eq!(browser.value("input[name=model]").await, "fake-model");
+    model.push(Reply::text("It just works."));
+    browser.type_into("textarea[name=message]", "hello").await;
+    browser.click("button.send").await;
+    browser.wait_text(".timeline .msg.reply", "It just works.").await;
+
+    // Another model, picked from the list under the field.
+    let id = browser.url().await.rsplit('/').next().unwrap().to_owned();
+    browser.click("input[name=model]").await;
+    browser.find("#model-choices option[value=big-model]").await;
+    assert_eq!(offered(&browser, "model-choices").await, ["fake-model", "big-model"]);
+    browser.script("document.querySelector('input[name=model]').value = ''").await;
+    browser.type_into("input[name=model]", "big-model\u{E004}").await;
+    super::until_api(&mut api, &format!("/api/v1/conversations/{id}"), "the model", |c| {
+        c["conversation"]["model"] == "big-model"
+    })
+    .await;
+
+    // The next new conversation starts with the model last used.
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.click("button.new").await;
+    browser.find(".chat-page").await;
+    browser.wait_live().await;
+    assert_eq!(browser.value("input[name=model]").await, "big-model");
+}
