@@ -1192,3 +1192,62 @@ async fn a_new_conversation_starts_with_the_last_used_model_else_the_instance_de
     assert_eq!(removed.status, 204, "{removed:?}");
     assert_eq!(started_with(&mut admin).await, (Value::Null, Value::Null));
 }
+
+#[tokio::test]
+async fn a_message_sent_in_place_of_an_earlier_one_replaces_it_and_everything_after_it() {
+    let model =
+        FakeModel::start([Reply::text("One."), Reply::text("Two."), Reply::text("One, again.")])
+            .await
+            .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    let path = format!("/api/v1/conversations/{id}/events");
+    let mut events = Events::open(&tab, &path, None).await;
+    let messages = format!("/api/v1/conversations/{id}/messages");
+    let first = tab.post(&messages, json!({"content": "first"})).await;
+    let first_turn = first.json["turnId"].as_str().unwrap().to_owned();
+    let (name, started) = events.next().await;
+    assert_eq!(name, "start");
+    assert_eq!(started["model"], "fake-model", "{started}");
+    assert!(started["startedAt"].as_str().unwrap().starts_with("20"), "{started}");
+    assert!(started.get("replaced").is_none(), "{started}");
+    until_end(&mut events).await;
+    tab.post(&messages, json!({"content": "second"})).await;
+    until_end(&mut events).await;
+
+    // A turn that is not this conversation's is refused with what to do; nothing changes.
+    let wrong = tab.post(&messages, json!({"content": "x", "replaces": "no-such-turn"})).await;
+    assert_eq!((wrong.status, wrong.json["error"].as_str()), (400, Some("unknown_message")));
+    assert_eq!(
+        tab.get(&format!("/api/v1/conversations/{id}")).await.json["messages"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+
+    // In place of the first message: the model reads nothing after it, and the conversation
+    // keeps only the new exchange; a watching page is told which turn was replaced.
+    let again =
+        tab.post(&messages, json!({"content": "first, edited", "replaces": first_turn})).await;
+    assert_eq!(again.status, 202, "{again:?}");
+    let (name, started) = events.next().await;
+    assert_eq!((name.as_str(), started["replaced"].as_str()), ("start", Some(first_turn.as_str())));
+    until_end(&mut events).await;
+    let asked = model.requests().last().unwrap().raw_body.clone();
+    assert!(
+        asked.contains("first, edited") && !asked.contains("One.") && !asked.contains("second"),
+        "{asked}"
+    );
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await.json;
+    let contents: Vec<&str> = detail["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["first, edited", "One, again."]);
+    let reply = &detail["replies"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(reply["model"], "fake-model", "{reply}");
+}

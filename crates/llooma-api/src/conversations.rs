@@ -56,6 +56,10 @@ pub struct NewMessageBody {
     /// Prompts the person chose (`/`), with their arguments.
     #[serde(default)]
     prompts: Vec<ChosenPromptBody>,
+    /// A turn of this conversation (`turnId`): this message replaces the person's message of
+    /// that turn and everything after it (an edited message, or a reply asked for again).
+    #[serde(default)]
+    replaces: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -194,9 +198,10 @@ pub async fn send(
             .into_iter()
             .map(|p| ChosenPrompt { server_id: p.server_id, name: p.name, arguments: p.arguments })
             .collect(),
+        replaces: body.replaces,
     };
     let turn_id = state.app.send_message(&signed_in.account.id, &id, message).await?;
-    Ok((StatusCode::ACCEPTED, Json(TurnStarted { turn_id })))
+    Ok((StatusCode::ACCEPTED, Json(TurnStarted::new(turn_id))))
 }
 
 /// `POST /api/v1/conversations/{id}/stop`: stops the running turn, here at once, or through

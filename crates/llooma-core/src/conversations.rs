@@ -61,6 +61,8 @@ pub struct NewMessage {
     pub content: String,
     pub resources: Vec<ChosenResource>,
     pub prompts: Vec<ChosenPrompt>,
+    /// A turn whose message this one replaces, with everything after it.
+    pub replaces: Option<String>,
 }
 
 /// A resource the person chose: one the server lists (`uri`), or one of its templates with the
@@ -386,10 +388,21 @@ impl App {
             None => None,
         };
         let model_prompt = self.store.model_prompt(&provider_id, &model).await?;
-        let mut history: Vec<(Speaker, String)> = self
-            .store
-            .messages(conversation_id)
-            .await?
+        let mut stored = self.store.messages(conversation_id).await?;
+        if let Some(turn) = &message.replaces {
+            // The model reads the conversation as it was before the replaced message.
+            let at = stored
+                .iter()
+                .position(|m| m.role == "user" && m.turn_id.as_ref() == Some(turn))
+                .ok_or_else(|| {
+                    AppError::invalid(
+                        "unknown_message",
+                        "That message is not in this conversation any more; reload the page.",
+                    )
+                })?;
+            stored.truncate(at);
+        }
+        let mut history: Vec<(Speaker, String)> = stored
             .into_iter()
             .map(|m| {
                 (if m.role == "assistant" { Speaker::Model } else { Speaker::Person }, m.content)
@@ -404,9 +417,17 @@ impl App {
 
         let turn_id = self.store.start_turn(conversation_id, &self.turns.replica_id).await?;
         let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
-        if let Err(err) =
-            self.store.add_message(conversation_id, "user", content, Some(&turn_id)).await
-        {
+        let replaced = match &message.replaces {
+            Some(turn) => self.store.remove_messages_from_turn(conversation_id, turn).await,
+            None => Ok(()),
+        };
+        let added = match replaced {
+            Ok(()) => {
+                self.store.add_message(conversation_id, "user", content, Some(&turn_id)).await
+            }
+            Err(err) => Err(err),
+        };
+        if let Err(err) = added {
             let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
             return Err(err.into());
         }
@@ -436,16 +457,23 @@ impl App {
             conversation_id: conversation_id.to_owned(),
             turn_id: turn_id.clone(),
         };
+        let started = TurnStarted {
+            model: Some(plan.request.model.clone()),
+            started_at: Some(plan.request.now_rfc3339.clone()),
+            replaced: message.replaces,
+            ..TurnStarted::new(turn_id.clone())
+        };
         let app = self.clone();
-        tokio::spawn(
-            async move { app.run_conversation_turn(plan, chosen, sink, running, stop).await },
-        );
+        tokio::spawn(async move {
+            app.run_conversation_turn(plan, started, chosen, sink, running, stop).await;
+        });
         Ok(turn_id)
     }
 
     async fn run_conversation_turn(
         self,
         mut plan: TurnPlan,
+        started: TurnStarted,
         chosen: Vec<Chosen>,
         sink: LogSink,
         running: crate::turns::RunningTurn,
@@ -453,7 +481,7 @@ impl App {
     ) {
         let turn_id = plan.turn_id.clone();
         let conversation_id = plan.conversation_id.clone();
-        let _ = sink.event(TurnEvent::Start(TurnStarted { turn_id: turn_id.clone() })).await;
+        let _ = sink.event(TurnEvent::Start(started)).await;
         plan.request.attachments = self.read_chosen(chosen, &sink).await;
         let end = self.run_plan(plan, &sink, stop).await;
         let text = end.text();

@@ -218,6 +218,40 @@ impl Store {
             .collect())
     }
 
+    /// Removes the person's message of `turn_id` and every message after it: an edited message,
+    /// or a reply asked for again, replaces the rest of the conversation. The events of the
+    /// removed turns stay in the log (its numbers only grow, so a page resuming from one misses
+    /// nothing), but no message refers to them any more.
+    pub async fn remove_messages_from_turn(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+    ) -> StoreResult<()> {
+        let Some(first) = messages::Entity::find()
+            .filter(messages::Column::ConversationId.eq(conversation_id))
+            .filter(messages::Column::TurnId.eq(turn_id))
+            .filter(messages::Column::Role.eq("user"))
+            .one(&self.db)
+            .await?
+        else {
+            return Ok(());
+        };
+        messages::Entity::delete_many()
+            .filter(messages::Column::ConversationId.eq(conversation_id))
+            .filter(
+                sea_orm::Condition::any()
+                    .add(messages::Column::CreatedAtMs.gt(first.created_at_ms))
+                    .add(
+                        sea_orm::Condition::all()
+                            .add(messages::Column::CreatedAtMs.eq(first.created_at_ms))
+                            .add(messages::Column::Id.gte(first.id)),
+                    ),
+            )
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
     pub async fn add_message(
         &self,
         conversation_id: &str,

@@ -147,6 +147,22 @@ impl TurnEvent {
 #[serde(rename_all = "camelCase")]
 pub struct TurnStarted {
     pub turn_id: String,
+    /// The model asked (absent in logs written before December 2026).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// When the turn started, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// The turn whose message this turn's message replaced (an edited message, or a reply asked
+    /// for again): that turn and every later one are gone from the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<String>,
+}
+
+impl TurnStarted {
+    pub fn new(turn_id: impl Into<String>) -> Self {
+        TurnStarted { turn_id: turn_id.into(), model: None, started_at: None, replaced: None }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -417,6 +433,11 @@ pub enum ReplyPart {
 pub struct Reply {
     pub turn_id: String,
     pub parts: Vec<ReplyPart>,
+    /// The model that wrote it, and when it started (RFC 3339), from its `start` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
     /// How the turn ended, once it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<EndState>,
@@ -435,7 +456,11 @@ impl Reply {
     /// it, `start` begins again from nothing (the log is being replayed).
     pub fn apply(&mut self, event: &TurnEvent) {
         match event {
-            TurnEvent::Start(started) => *self = Reply::new(started.turn_id.clone()),
+            TurnEvent::Start(started) => {
+                *self = Reply::new(started.turn_id.clone());
+                self.model = started.model.clone();
+                self.started_at = started.started_at.clone();
+            }
             TurnEvent::Text(piece) => match self.parts.last_mut() {
                 Some(ReplyPart::Text { text }) => text.push_str(&piece.delta),
                 _ => self.parts.push(ReplyPart::Text { text: piece.delta.clone() }),
@@ -567,7 +592,7 @@ mod tests {
             ..Step::mcp_call("mcp_home_turn_on", "home", "turn_on", StepState::Allowed)
         };
         let log = [
-            TurnEvent::Start(TurnStarted { turn_id: "t".into() }),
+            TurnEvent::Start(TurnStarted::new("t")),
             TurnEvent::reasoning("Let me "),
             TurnEvent::reasoning("think."),
             TurnEvent::text("Turning "),
@@ -620,7 +645,7 @@ mod tests {
     #[test]
     fn every_kind_is_listed_once() {
         let events = [
-            TurnEvent::Start(TurnStarted { turn_id: "t".into() }),
+            TurnEvent::Start(TurnStarted::new("t")),
             TurnEvent::text("a"),
             TurnEvent::reasoning("b"),
             TurnEvent::Approval(ApprovalShown {

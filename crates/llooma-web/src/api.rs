@@ -105,6 +105,18 @@ mod browser {
         }
     }
 
+    /// An RFC 3339 time as the reader's browser writes a date and time, in their time zone.
+    pub fn local_time(rfc3339: &str) -> String {
+        let date = js_sys::Date::new(&JsValue::from_str(rfc3339));
+        if date.get_time().is_nan() {
+            return String::new();
+        }
+        let options = js_sys::Object::new();
+        let _ = js_sys::Reflect::set(&options, &"dateStyle".into(), &"medium".into());
+        let _ = js_sys::Reflect::set(&options, &"timeStyle".into(), &"short".into());
+        date.to_locale_string("default", &options).as_string().unwrap_or_default()
+    }
+
     pub fn title() -> String {
         web_sys::window().and_then(|w| w.document()).map(|d| d.title()).unwrap_or_default()
     }
@@ -159,7 +171,7 @@ mod browser {
 
 #[cfg(feature = "hydrate")]
 pub use browser::{
-    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go,
+    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, local_time,
     mark_hydrated, now_ms, page_data, set_title, title,
 };
 
@@ -196,6 +208,10 @@ mod inert {
         String::new()
     }
 
+    pub fn local_time(_rfc3339: &str) -> String {
+        String::new()
+    }
+
     pub fn set_title(_title: &str) {}
 
     pub fn every_second(_tick: impl Fn() + 'static) {}
@@ -207,8 +223,8 @@ mod inert {
 
 #[cfg(not(feature = "hydrate"))]
 pub use inert::{
-    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, now_ms,
-    set_title, title,
+    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, local_time,
+    now_ms, set_title, title,
 };
 
 /// Runs a future in the browser (event handlers); nothing in the server build.

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, PersonaView,
-    ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent,
+    ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent, TurnStarted,
 };
 use serde_json::{Value, json};
 
@@ -313,6 +313,8 @@ struct Chat {
     /// The key of the reply the stream is writing into.
     current: StoredValue<Option<usize>>,
     running: RwSignal<bool>,
+    /// What went wrong with the last thing the person did (shown above the message box).
+    error: RwSignal<Option<String>>,
 }
 
 /// A reply that is only its text (the person's message, or a stored reply without its log).
@@ -392,7 +394,7 @@ impl Chat {
 
     fn on_event(&self, event: TurnEvent) {
         if let TurnEvent::Start(started) = &event {
-            self.start(&started.turn_id);
+            self.start(started);
         }
         if let Some(reply) = self.current() {
             reply.reply.update(|r| r.apply(&event));
@@ -403,8 +405,42 @@ impl Chat {
         }
     }
 
+    /// Drops the entries of `turn` and of every later turn: a message sent in place of that
+    /// turn's (edited, or a reply asked for again) replaced them, in this tab or another.
+    fn drop_from(&self, turn: &str) {
+        self.entries.update(|entries| {
+            if let Some(at) = entries.iter().position(|e| e.turn_id.as_deref() == Some(turn)) {
+                entries.truncate(at);
+            }
+        });
+    }
+
+    /// Sends `content` in place of the person's message of `turn` and everything after it.
+    fn resend(&self, turn: String, content: String) {
+        let chat = *self;
+        chat.error.set(None);
+        api::spawn(async move {
+            let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
+            let body = json!({"content": content, "replaces": turn});
+            match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
+                Ok(started) => {
+                    chat.drop_from(&turn);
+                    if let Some(new_turn) = started["turnId"].as_str() {
+                        chat.add_user(new_turn, content);
+                        api::chat_to_latest();
+                    }
+                }
+                Err(failure) => chat.error.set(Some(failure.message)),
+            }
+        });
+    }
+
     /// A turn's events begin: the reply they write into, after the person's message.
-    fn start(&self, turn: &str) {
+    fn start(&self, started: &TurnStarted) {
+        if let Some(replaced) = &started.replaced {
+            self.drop_from(replaced);
+        }
+        let turn = started.turn_id.as_str();
         self.running.set(true);
         if let Some(reply) = self.find(false, turn) {
             // The log is replayed from its start: `start` rebuilds the reply from it.
@@ -463,6 +499,7 @@ fn Conversation(
         next_key: StoredValue::new(0),
         current: StoredValue::new(None),
         running: RwSignal::new(detail.running_turn.is_some()),
+        error: RwSignal::new(None),
     };
     chat.entries.set(chat.stored_entries(&detail));
     let on: api::OnEvent =
@@ -497,7 +534,7 @@ fn Conversation(
                             <For
                                 each=move || chat.entries.get()
                                 key=|entry| entry.key
-                                children=move |entry| entry_view(entry)
+                                children=move |entry| entry_view(chat, entry)
                             />
                         </ol>
                         <ApprovalCards
@@ -529,10 +566,16 @@ fn Conversation(
     }
 }
 
-fn entry_view(entry: Entry) -> impl IntoView {
+fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
     let user = entry.user;
     let class = if user { "msg user" } else { "msg reply" };
     let reply = entry.reply;
+    let turn = entry.turn_id.clone();
+    let actions = if user {
+        turn.map(|turn| message_actions(chat, turn, reply).into_any())
+    } else {
+        Some(reply_actions(chat, entry.key, turn, reply).into_any())
+    };
     view! {
         <li class=class>
             {move || {
@@ -546,7 +589,97 @@ fn entry_view(entry: Entry) -> impl IntoView {
                 reply.with(|r| r.error.clone())
                     .map(|message| view! { <p class="error turn-error">{message}</p> })
             }}
+            {actions}
         </li>
+    }
+}
+
+/// Under the person's message: Edit, which sends the changed message in its place (the later
+/// messages are replaced, as in other chat apps).
+fn message_actions(chat: Chat, turn: String, message: RwSignal<Reply>) -> impl IntoView {
+    let editing = RwSignal::new(false);
+    let edited = NodeRef::<leptos::html::Textarea>::new();
+    let turn = StoredValue::new(turn);
+    let send = move |_| {
+        let content = edited.get().map(|t| t.value()).unwrap_or_default();
+        if !content.trim().is_empty() {
+            editing.set(false);
+            chat.resend(turn.get_value(), content.trim().to_owned());
+        }
+    };
+    view! {
+        <div class="msg-actions" hidden=move || editing.get()>
+            <button
+                class="edit"
+                type="button"
+                title="Edit this message and send it again; the later messages are replaced"
+                disabled=move || chat.running.get()
+                on:click=move |_| editing.set(true)
+            >
+                "Edit"
+            </button>
+        </div>
+        <Show when=move || editing.get()>
+            <div class="edit-box stack">
+                <textarea node_ref=edited name="edited" rows="3" prop:value=move || message.with(Reply::text)></textarea>
+                <div class="row">
+                    <button class="primary resend" type="button" on:click=send>"Send"</button>
+                    <button class="cancel" type="button" on:click=move |_| editing.set(false)>
+                        "Cancel"
+                    </button>
+                </div>
+            </div>
+        </Show>
+    }
+}
+
+/// Under a finished reply: the model that wrote it and when, Copy, and on the last reply,
+/// Regenerate (the person's message is sent again in place of itself).
+fn reply_actions(
+    chat: Chat,
+    key: usize,
+    turn: Option<String>,
+    reply: RwSignal<Reply>,
+) -> impl IntoView {
+    // The reader's own time zone is known only in the browser: the time is written there.
+    let when = RwSignal::new(String::new());
+    Effect::new(move |_| {
+        let started = reply.with(|r| r.started_at.clone()).unwrap_or_default();
+        when.set(api::local_time(&started));
+    });
+    let label = RwSignal::new("Copy");
+    let copy = move |_| {
+        let text = reply.with(Reply::text);
+        api::spawn(async move {
+            let done = api::copy_text(&text).await;
+            label.set(if done { "Copied" } else { "Copy failed" });
+        });
+    };
+    let last = move || chat.entries.with(|entries| entries.last().map(|e| e.key) == Some(key));
+    let regenerate = move |_| {
+        let Some(turn) = turn.clone() else { return };
+        let asked = chat.find(true, &turn).map(|e| e.reply.with(Reply::text));
+        if let Some(content) = asked.filter(|c| !c.trim().is_empty()) {
+            chat.resend(turn, content);
+        }
+    };
+    view! {
+        <div class="msg-actions reply-meta" hidden=move || reply.with(|r| r.state.is_none())>
+            <span class="model">{move || reply.with(|r| r.model.clone()).unwrap_or_default()}</span>
+            <time datetime=move || reply.with(|r| r.started_at.clone())>{move || when.get()}</time>
+            <button class="copy-reply" type="button" on:click=copy>
+                {move || label.get()}
+            </button>
+            <button
+                class="regenerate"
+                type="button"
+                title="Ask the model again for this reply"
+                hidden=move || !last() || chat.running.get()
+                on:click=regenerate
+            >
+                "Regenerate"
+            </button>
+        </div>
     }
 }
 
@@ -656,7 +789,7 @@ fn Composer(
     personas: Vec<PersonaView>,
     attachables: Attachables,
 ) -> impl IntoView {
-    let error = RwSignal::new(None::<String>);
+    let error = chat.error;
     let attach_open = RwSignal::new(None::<Menu>);
     let chosen = RwSignal::new(Vec::<Chosen>::new());
     let persona_id = conversation.persona_id.clone().unwrap_or_default();

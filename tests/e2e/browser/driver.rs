@@ -176,6 +176,12 @@ impl Browser {
         self.must("POST", "/refresh", None).await;
     }
 
+    /// Grants the page a permission (`clipboard-read`, `clipboard-write`...).
+    pub async fn grant(&self, permission: &str) {
+        let body = json!({"descriptor": {"name": permission}, "state": "granted"});
+        self.must("POST", "/permissions", Some(body)).await;
+    }
+
     /// The browser's Back button.
     pub async fn back(&self) {
         self.must("POST", "/back", None).await;

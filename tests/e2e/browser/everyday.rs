@@ -309,3 +309,102 @@ async fn browser_models_are_picked_from_the_provider_s_list_and_a_new_conversati
     browser.wait_live().await;
     assert_eq!(browser.value("input[name=model]").await, "big-model");
 }
+
+/// What the page shows of the conversation: each message's role and text.
+async fn exchange(browser: &Browser) -> Vec<String> {
+    let script = r#"
+        return [...document.querySelectorAll('.timeline .msg')].map(m =>
+            (m.matches('.user') ? 'person: ' : 'model: ') +
+            [...m.querySelectorAll('.text')].map(t => t.textContent.trim()).join(' '));
+    "#;
+    let shown = browser.script(script).await;
+    shown.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+/// A reply names its model and time and is copied; the last one is written again on request;
+/// a sent message is edited and sent again, replacing what followed it, in every tab and after
+/// a reload.
+#[tokio::test]
+async fn browser_a_reply_is_copied_and_regenerated_and_a_message_is_edited_and_sent_again() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (_api, ids) = with_conversations(&server, &model, 1).await;
+    let url = format!("{base}/c/{}", ids[0]);
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&url).await;
+    browser.wait_live().await;
+    // Permissions are the page's origin's: granted once it is open.
+    browser.grant("clipboard-read").await;
+    browser.grant("clipboard-write").await;
+    let send = |text: &'static str| {
+        let browser = &browser;
+        async move {
+            browser.type_into("textarea[name=message]", text).await;
+            browser.click("button.send").await;
+        }
+    };
+    model.push(Reply::text("First answer."));
+    send("first question").await;
+    browser.wait_text(".timeline .msg.reply", "First answer.").await;
+    model.push(Reply::text("Second answer."));
+    send("second question").await;
+    browser.wait_text(".timeline", "Second answer.").await;
+
+    // Each reply names its model and when it was written, in the reader's time.
+    let meta = browser.wait_text(".msg.reply .reply-meta", "fake-model").await;
+    let when = browser.text(".msg.reply .reply-meta time").await;
+    assert!(when.chars().any(|c| c.is_ascii_digit()), "a time: {meta:?} {when:?}");
+
+    // Copy puts the reply's text on the clipboard.
+    browser.click(".msg.reply .copy-reply").await;
+    browser.wait_text(".msg.reply .copy-reply", "Copied").await;
+    let copied = browser.script("return navigator.clipboard.readText()").await;
+    assert_eq!(copied, "First answer.");
+
+    // Regenerate is offered on the last reply only, and writes it again.
+    let offered = browser
+        .script("return [...document.querySelectorAll('.regenerate')].map(b => !b.hidden)")
+        .await;
+    assert_eq!(offered, json!([false, true]));
+    model.push(Reply::text("Second answer, again."));
+    browser.click(".msg.reply:last-child .regenerate").await;
+    browser.wait_text(".timeline", "Second answer, again.").await;
+    let asked = model.requests().last().unwrap().raw_body.clone();
+    assert!(asked.contains("second question") && !asked.contains("Second answer."), "{asked}");
+    assert_eq!(
+        exchange(&browser).await,
+        [
+            "person: first question",
+            "model: First answer.",
+            "person: second question",
+            "model: Second answer, again."
+        ]
+    );
+
+    // A second tab on the conversation follows the edit made in the first.
+    let (first_tab, second_tab) = browser.new_tab().await;
+    browser.goto(&url).await;
+    browser.wait_live().await;
+    browser.switch_to(&first_tab).await;
+    browser.click(".msg.user .edit").await;
+    browser.script("document.querySelector('textarea[name=edited]').value = ''").await;
+    browser.type_into("textarea[name=edited]", "first question, edited").await;
+    model.push(Reply::text("Edited answer."));
+    browser.click(".edit-box .resend").await;
+    browser.wait_text(".timeline", "Edited answer.").await;
+    let edited = ["person: first question, edited", "model: Edited answer."];
+    assert_eq!(exchange(&browser).await, edited);
+    let asked = model.requests().last().unwrap().raw_body.clone();
+    assert!(!asked.contains("First answer.") && !asked.contains("second question"), "{asked}");
+    browser.switch_to(&second_tab).await;
+    browser.wait_text(".timeline", "Edited answer.").await;
+    assert_eq!(exchange(&browser).await, edited);
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.wait_text(".timeline", "Edited answer.").await;
+    assert_eq!(exchange(&browser).await, edited);
+    browser.screenshot("message-actions").await;
+}

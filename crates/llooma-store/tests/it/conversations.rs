@@ -52,7 +52,7 @@ async fn ending_a_turn_and_logging_its_end_is_one_write() {
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None, "no longer running");
     // The next turn starts at once, and its events come after the end.
     let next = store.start_turn(&c.id, "replica-1").await.unwrap();
-    let start = TurnEvent::Start(TurnStarted { turn_id: next.clone() }).encode();
+    let start = TurnEvent::Start(TurnStarted::new(next.clone())).encode();
     let start = store.append_event(&c.id, &next, &start).await.unwrap();
     assert!(start > seq);
 }
