@@ -7,7 +7,8 @@
 //!   engines, unlike SQLite's text dates);
 //! - secrets are `TEXT` ciphertexts produced by `llooma-vault`, never plaintext.
 //!
-//! Migrations never go down: a mistake is fixed by the next migration.
+//! Migrations never go down: a mistake is fixed by the next migration. The one exception to
+//! "the same SQL on both" is full-text search (`m0011`), which uses each engine's own index.
 
 use sea_orm_migration::prelude::*;
 
@@ -22,6 +23,7 @@ mod m0006_bot_integrations;
 mod m0008_turn_owners;
 mod m0009_mcp_catalogue;
 mod m0010_default_model;
+mod m0011_message_search;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -40,6 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0008_turn_owners::Migration),
             Box::new(m0009_mcp_catalogue::Migration),
             Box::new(m0010_default_model::Migration),
+            Box::new(m0011_message_search::Migration),
         ]
     }
 }

@@ -1251,3 +1251,92 @@ async fn a_message_sent_in_place_of_an_earlier_one_replaces_it_and_everything_af
     let reply = &detail["replies"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(reply["model"], "fake-model", "{reply}");
 }
+
+#[tokio::test]
+async fn conversations_are_named_by_their_first_message_and_found_by_the_words_in_them() {
+    let model = FakeModel::start([
+        Reply::text("High tide in Brest is at noon."),
+        Reply::text("The Louvre is the largest."),
+        Reply::text("Brest is far from here."),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, _) = setup(&server, &model).await;
+    let provider = tab.get("/api/v1/providers").await.json[0]["id"].clone();
+    let chat = json!({"providerId": provider, "model": "fake-model"});
+    let mut ask = async |tab: &mut Tab, text: &str| {
+        let created = tab.post("/api/v1/conversations", chat.clone()).await;
+        let id = created.json["id"].as_str().unwrap().to_owned();
+        assert_eq!(created.json["title"], "New conversation");
+        let mut events =
+            Events::open(tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+        tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": text})).await;
+        until_end(&mut events).await;
+        id
+    };
+    let tides = ask(&mut tab, "What about the tides in Brest?\nThanks!").await;
+    let museums = ask(&mut tab, "Which Paris museum is the biggest?").await;
+    let title =
+        tab.get(&format!("/api/v1/conversations/{tides}")).await.json["conversation"]["title"]
+            .clone();
+    assert_eq!(title, "What about the tides in Brest?", "named by its first line");
+    // Another account's words are never found.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("other", PASSWORD).await;
+    let provider_other = other.post("/api/v1/conversations", chat.clone()).await;
+    let theirs = provider_other.json["id"].as_str().unwrap().to_owned();
+    let mut events =
+        Events::open(&other, &format!("/api/v1/conversations/{theirs}/events"), None).await;
+    other
+        .post(&format!("/api/v1/conversations/{theirs}/messages"), json!({"content": "Brest?"}))
+        .await;
+    until_end(&mut events).await;
+
+    let mut found = async |tab: &mut Tab, q: &str| -> Vec<String> {
+        let answer = tab.get(&format!("/api/v1/conversations?q={}", urlencode(q))).await;
+        assert_eq!(answer.status, 200, "{q}: {answer:?}");
+        answer
+            .json
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(found(&mut tab, "brest").await, [tides.clone()], "in any case");
+    assert_eq!(found(&mut tab, "tide").await, [tides.clone()], "a word's start finds it");
+    assert_eq!(found(&mut tab, "noon").await, [tides.clone()], "replies are searched too");
+    assert_eq!(found(&mut tab, "louvre largest").await, [museums.clone()], "every word");
+    assert_eq!(found(&mut tab, "louvre brest").await, Vec::<String>::new());
+    assert_eq!(found(&mut tab, "\"); DROP TABLE messages; --").await, Vec::<String>::new());
+    assert_eq!(found(&mut tab, "50%_\\").await, Vec::<String>::new(), "no wildcard");
+    assert_eq!(found(&mut other, "brest").await, [theirs.clone()]);
+    let empty = tab.get("/api/v1/conversations?q=%20").await;
+    assert_eq!((empty.status, empty.json["error"].as_str()), (400, Some("invalid_query")));
+
+    // Renamed, it is found by its new title; deleted, it is found no more.
+    let renamed = tab
+        .send(
+            "PATCH",
+            &format!("/api/v1/conversations/{museums}"),
+            Some(json!({"title": "Trip to Paris"})),
+        )
+        .await;
+    assert_eq!(renamed.json["title"], "Trip to Paris");
+    assert_eq!(found(&mut tab, "trip").await, [museums.clone()]);
+    tab.send("DELETE", &format!("/api/v1/conversations/{tides}"), None).await;
+    assert_eq!(found(&mut tab, "brest").await, Vec::<String>::new());
+}
+
+/// `text` for a query string.
+fn urlencode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

@@ -89,6 +89,8 @@ pub struct ChosenPromptBody {
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<u64>,
+    /// Words to search for in titles and messages.
+    q: Option<String>,
     /// Where the previous page ended (its `Link: rel="next"`).
     before: Option<String>,
 }
@@ -122,6 +124,10 @@ pub async fn list(
     signed_in: SignedIn,
     ApiQuery(query): ApiQuery<ListQuery>,
 ) -> Result<(HeaderMap, Json<Vec<ConversationView>>), ApiError> {
+    if let Some(q) = &query.q {
+        let found = state.app.search_conversations(&signed_in.account.id, q, query.limit).await?;
+        return Ok((HeaderMap::new(), Json(found)));
+    }
     let (page, next) = state
         .app
         .conversations_page(&signed_in.account.id, query.before.as_deref(), query.limit)

@@ -136,8 +136,30 @@ fn parse_cursor(text: &str) -> Option<(i64, &str)> {
     (!id.is_empty()).then_some((ms, id))
 }
 
+/// The longest search, in bytes.
+const MAX_SEARCH_BYTES: usize = 200;
+
+/// The title a conversation gets when none is given; its first message then names it.
+const UNTITLED: &str = "New conversation";
+
+/// A title made from a first message: its first line, cut at a word to at most 60 characters.
+fn title_from(message: &str) -> String {
+    const LONGEST: usize = 60;
+    let line = message.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or(UNTITLED);
+    if line.chars().count() <= LONGEST {
+        return line.to_owned();
+    }
+    let cut: String = line.chars().take(LONGEST).collect();
+    let whole_word = line.chars().nth(LONGEST).is_some_and(char::is_whitespace);
+    let cut = match cut.rfind(char::is_whitespace) {
+        Some(space) if !whole_word && space > LONGEST / 2 => &cut[..space],
+        _ => cut.as_str(),
+    };
+    format!("{}…", cut.trim_end())
+}
+
 fn clean_title(title: Option<&str>) -> Result<String, AppError> {
-    let title = title.map(str::trim).filter(|t| !t.is_empty()).unwrap_or("New conversation");
+    let title = title.map(str::trim).filter(|t| !t.is_empty()).unwrap_or(UNTITLED);
     if title.chars().count() > MAX_TITLE_CHARS {
         return Err(AppError::invalid(
             "invalid_title",
@@ -197,6 +219,31 @@ impl App {
     /// A page of the account's conversations, most recently active first, after the position
     /// `before` (a cursor an earlier page gave); with the cursor of the next page if there is
     /// one.
+    /// The account's conversations whose title or messages hold `query` (the engine's own
+    /// full-text search), most recently active first, at most `limit` (default 50).
+    pub async fn search_conversations(
+        &self,
+        account_id: &str,
+        query: &str,
+        limit: Option<u64>,
+    ) -> Result<Vec<ConversationView>, AppError> {
+        let limit = limit.unwrap_or(PAGE_DEFAULT);
+        if !(1..=PAGE_MAX).contains(&limit) {
+            return Err(AppError::invalid(
+                "invalid_limit",
+                format!("A page lists 1 to {PAGE_MAX} conversations."),
+            ));
+        }
+        if query.trim().is_empty() || query.len() > MAX_SEARCH_BYTES {
+            return Err(AppError::invalid(
+                "invalid_query",
+                format!("Search for 1 to {MAX_SEARCH_BYTES} bytes of text."),
+            ));
+        }
+        let found = self.store.search_conversations(account_id, query, limit).await?;
+        Ok(found.iter().map(conversation_view).collect())
+    }
+
     pub async fn conversations_page(
         &self,
         account_id: &str,
@@ -427,6 +474,15 @@ impl App {
             }
             Err(err) => Err(err),
         };
+        // An untitled conversation is named by its first message.
+        let added = match added {
+            Ok(()) if conversation.title == UNTITLED && history.len() == 1 => {
+                let patch =
+                    ConversationPatch { title: Some(title_from(content)), ..Default::default() };
+                self.store.update_conversation(account_id, conversation_id, patch).await
+            }
+            other => other,
+        };
         if let Err(err) = added {
             let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
             return Err(err.into());
@@ -551,4 +607,24 @@ impl App {
 /// The time `current_date` tells, to the second.
 pub(crate) fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+#[cfg(test)]
+mod title_tests {
+    use super::title_from;
+
+    #[test]
+    fn a_first_message_names_its_conversation_by_its_first_line_cut_at_a_word() {
+        assert_eq!(
+            title_from("\n  What is the tide in Brest?\nThanks"),
+            "What is the tide in Brest?"
+        );
+        let long = "Please summarise the attached quarterly report for the board meeting tomorrow";
+        assert_eq!(
+            title_from(long),
+            "Please summarise the attached quarterly report for the board…"
+        );
+        let unbroken = "x".repeat(80);
+        assert_eq!(title_from(&unbroken).chars().count(), 61);
+    }
 }

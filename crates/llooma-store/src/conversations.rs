@@ -134,6 +134,68 @@ impl Store {
             .collect())
     }
 
+    /// The account's conversations whose title contains `query` or one of whose messages holds
+    /// all its words (each as the start of a word, so a search typed half-way finds), most
+    /// recently active first, at most `limit`. Uses the engine's full-text index (SQLite FTS5,
+    /// Postgres `tsvector`; migration m0011).
+    pub async fn search_conversations(
+        &self,
+        account_id: &str,
+        query: &str,
+        limit: u64,
+    ) -> StoreResult<Vec<Conversation>> {
+        let words: Vec<&str> =
+            query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        let title = format!(
+            "%{}%",
+            query.trim().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let backend = self.backend();
+        let statement = match backend {
+            DbBackend::Postgres => {
+                // Words are letters and digits only, so nothing typed is `tsquery` syntax.
+                let words: String =
+                    words.iter().map(|w| format!("{w}:*")).collect::<Vec<_>>().join(" & ");
+                Statement::from_sql_and_values(
+                    backend,
+                    "SELECT * FROM conversations WHERE account_id = $1 AND (title ILIKE $2 \
+                     ESCAPE '\\' OR ($3 <> '' AND id IN (SELECT conversation_id FROM messages \
+                     WHERE to_tsvector('simple', content) @@ to_tsquery('simple', $3)))) \
+                     ORDER BY updated_at_ms DESC, id DESC LIMIT $4",
+                    [account_id.into(), title.into(), words.into(), limit.into()],
+                )
+            }
+            _ => {
+                // Each word quoted, so nothing typed is FTS5 syntax; `*`: a prefix.
+                let words: String =
+                    words.iter().map(|w| format!("\"{w}\"*")).collect::<Vec<_>>().join(" ");
+                Statement::from_sql_and_values(
+                    backend,
+                    "SELECT * FROM conversations WHERE account_id = ? AND (title LIKE ? \
+                     ESCAPE '\\' OR (? <> '' AND id IN (SELECT m.conversation_id FROM \
+                     messages_search s JOIN messages m ON m.rowid = s.rowid \
+                     WHERE messages_search MATCH ?))) ORDER BY updated_at_ms DESC, id DESC \
+                     LIMIT ?",
+                    [
+                        account_id.into(),
+                        title.into(),
+                        words.clone().into(),
+                        words.into(),
+                        limit.into(),
+                    ],
+                )
+            }
+        };
+        Ok(conversations::Entity::find()
+            .from_raw_sql(statement)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(conversation)
+            .collect())
+    }
+
     /// The model of the account's most recently active conversation that has one, as
     /// (provider id, model name): what its next new conversation starts with.
     pub async fn last_model_used(&self, account_id: &str) -> StoreResult<Option<(String, String)>> {
