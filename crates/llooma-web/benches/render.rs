@@ -60,6 +60,8 @@ fn page(messages: usize) -> Page {
         attachables: Default::default(),
         always_allow: false,
         now_ms: 0,
+        conversations: Vec::new(),
+        older: None,
     }
 }
 

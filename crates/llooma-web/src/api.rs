@@ -127,6 +127,16 @@ mod browser {
         }
     }
 
+    /// Replaces the text of the first element matching `css`.
+    pub fn set_text(css: &str, text: &str) {
+        if let Some(e) = web_sys::window()
+            .and_then(|w| w.document())
+            .and_then(|d| d.query_selector(css).ok().flatten())
+        {
+            e.set_text_content(Some(text));
+        }
+    }
+
     pub fn now_ms() -> i64 {
         #[expect(clippy::cast_possible_truncation, reason = "milliseconds since 1970 fit in i64")]
         let now = js_sys::Date::now() as i64;
@@ -172,7 +182,7 @@ mod browser {
 #[cfg(feature = "hydrate")]
 pub use browser::{
     call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, local_time,
-    mark_hydrated, now_ms, page_data, set_title, title,
+    mark_hydrated, now_ms, page_data, set_text, set_title, title,
 };
 
 #[cfg(not(feature = "hydrate"))]
@@ -214,6 +224,8 @@ mod inert {
 
     pub fn set_title(_title: &str) {}
 
+    pub fn set_text(_css: &str, _text: &str) {}
+
     pub fn every_second(_tick: impl Fn() + 'static) {}
 
     pub async fn copy_text(_text: &str) -> bool {
@@ -224,7 +236,7 @@ mod inert {
 #[cfg(not(feature = "hydrate"))]
 pub use inert::{
     call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, local_time,
-    now_ms, set_title, title,
+    now_ms, set_text, set_title, title,
 };
 
 /// Runs a future in the browser (event handlers); nothing in the server build.

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
+use crate::sidebar::ConversationList;
 use crate::{api, stream};
 
 /// The whole body of a page.
@@ -34,8 +35,21 @@ pub fn App(page: Page) -> impl IntoView {
             attachables,
             always_allow,
             now_ms,
+            conversations,
+            older,
         } => view! {
-            <Conversation me detail cards providers personas attachables always_allow now_ms />
+            <Conversation
+                me
+                detail
+                cards
+                providers
+                personas
+                attachables
+                always_allow
+                now_ms
+                conversations
+                older
+            />
         }
         .into_any(),
         Page::SettingsTools { me, servers, settings, cost, consent } => view! {
@@ -209,6 +223,26 @@ fn SignIn(first_run: bool, registration_open: bool) -> impl IntoView {
     }
 }
 
+/// What "New conversation" does: creates one and opens it. It starts with the account's last
+/// used model, else the instance's default: the server chooses.
+fn new_conversation_button(
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl Fn(leptos::ev::MouseEvent) + Clone + 'static {
+    move |_| {
+        let csrf = csrf.clone();
+        api::spawn(async move {
+            let body = json!({});
+            match api::call("POST", "/api/v1/conversations", Some(body), Some(&csrf)).await {
+                Ok(created) => {
+                    api::go(&format!("/c/{}", created["id"].as_str().unwrap_or_default()));
+                }
+                Err(failure) => error.set(Some(failure.message)),
+            }
+        });
+    }
+}
+
 /// The conversation list.
 #[component]
 fn Home(
@@ -221,24 +255,7 @@ fn Home(
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
-    // A new conversation starts with the account's last used model, else the instance's
-    // default: the server chooses.
-    let new_conversation = {
-        let csrf = csrf.clone();
-        move |_| {
-            let csrf = csrf.clone();
-            api::spawn(async move {
-                let body = json!({});
-                match api::call("POST", "/api/v1/conversations", Some(body), Some(&csrf)).await {
-                    Ok(created) => {
-                        api::go(&format!("/c/{}", created["id"].as_str().unwrap_or_default()));
-                    }
-                    Err(failure) => error.set(Some(failure.message)),
-                }
-            });
-        }
-    };
-    let empty = conversations.is_empty();
+    let new_conversation = new_conversation_button(csrf.clone(), error);
     view! {
         <div class="page">
             <TopBar me=me.clone() />
@@ -258,39 +275,18 @@ fn Home(
                     </button>
                 </div>
                 <p class="error" role="alert">{move || error.get()}</p>
-                {empty.then(|| view! { <p class="hint">"No conversation yet."</p> })}
-                <ul class="conversations">
-                    {conversations
-                        .into_iter()
-                        .map(|c| {
-                            view! {
-                                <li>
-                                    <a href=format!("/c/{}", c.id)>{c.title}</a>
-                                    <span class="meta">{short_time(&c.updated_at)}</span>
-                                </li>
-                            }
-                        })
-                        .collect_view()}
-                </ul>
-                <nav class="row pages">
-                    {(!newest).then(|| view! { <a href="/">"Newest conversations"</a> })}
-                    {older
-                        .map(|before| {
-                            view! {
-                                <a class="older" href=format!("/?before={before}")>
-                                    "Older conversations"
-                                </a>
-                            }
-                        })}
-                </nav>
+                <ConversationList conversations older current=None csrf=csrf.clone() />
+                {(!newest)
+                    .then(|| {
+                        view! {
+                            <nav class="row pages">
+                                <a href="/">"Newest conversations"</a>
+                            </nav>
+                        }
+                    })}
             </main>
         </div>
     }
-}
-
-/// `2026-11-30T06:40:00Z` -> `2026-11-30 06:40`.
-fn short_time(rfc3339: &str) -> String {
-    rfc3339.get(..16).unwrap_or(rfc3339).replace('T', " ")
 }
 
 /// One message of the timeline: the person's, or a reply built from its turn's events (live,
@@ -488,6 +484,8 @@ fn Conversation(
     attachables: Attachables,
     always_allow: bool,
     now_ms: i64,
+    conversations: Vec<ConversationView>,
+    older: Option<String>,
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let conversation = detail.conversation.clone();
@@ -517,12 +515,41 @@ fn Conversation(
     // Scrolled up to read, the reader is not pulled down as the reply streams in; a button
     // brings the latest back.
     let away = RwSignal::new(false);
+    let sidebar_open = RwSignal::new(false);
+    let new_conversation = new_conversation_button(csrf.clone(), chat.error);
 
     view! {
         <div class="page chat-page">
             <TopBar me=me.clone() />
+            <div class="chat-layout">
+            // The account's conversations beside this one; on a phone, folded away until asked.
+            <aside class="sidebar" class:open=move || sidebar_open.get() aria-label="Conversations">
+                <div class="row sidebar-head">
+                    <button class="primary new" type="button" on:click=new_conversation>
+                        "New conversation"
+                    </button>
+                    <button
+                        class="sidebar-close"
+                        type="button"
+                        aria-label="Close the list"
+                        on:click=move |_| sidebar_open.set(false)
+                    >
+                        "✕"
+                    </button>
+                </div>
+                <ConversationList conversations older current=Some(id.clone()) csrf=csrf.clone() />
+            </aside>
             <main class="chat">
                 <div class="row chat-head">
+                    <button
+                        class="sidebar-toggle"
+                        type="button"
+                        aria-label="Conversations"
+                        title="Conversations"
+                        on:click=move |_| sidebar_open.update(|open| *open = !*open)
+                    >
+                        "☰"
+                    </button>
                     <a class="back" href="/">"← Conversations"</a>
                     <h1 class="title">{conversation.title.clone()}</h1>
                 </div>
@@ -562,6 +589,7 @@ fn Conversation(
                 </div>
                 <Composer chat conversation providers personas attachables />
             </main>
+            </div>
         </div>
     }
 }
@@ -818,17 +846,6 @@ fn Composer(
     // load: listing asks each provider).
     // The providers' models, asked for when the person is about to pick one.
     let choices = ModelChoices::new();
-    // A provider chosen with no model yet takes its first listed model, so sending just works.
-    Effect::new(move |_| {
-        let provider = provider_id.get();
-        let first = choices.of(&provider).into_iter().next();
-        if let Some(first) = first
-            && model.get_untracked().trim().is_empty()
-        {
-            model.set(first);
-            save_model();
-        }
-    });
     let send = move || {
         let Some(area) = message.get() else { return };
         let content = area.value();
@@ -990,7 +1007,9 @@ fn Composer(
                     class="model"
                     name="model"
                     title="Model (pick one the provider lists, or type its name)"
-                    placeholder="model"
+                    placeholder=move || {
+                        choices.of(&provider_id.get()).into_iter().next().unwrap_or_else(|| "model".into())
+                    }
                     list="model-choices"
                     autocomplete="off"
                     prop:value=move || model.get()

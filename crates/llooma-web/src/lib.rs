@@ -25,6 +25,7 @@ mod model_choices;
 mod personas;
 mod review;
 mod settings;
+mod sidebar;
 mod stream;
 
 #[cfg(feature = "ssr")]

@@ -57,6 +57,10 @@ pub enum Page {
         /// The permission mode lets a card remember "Always allow".
         always_allow: bool,
         now_ms: i64,
+        /// The account's conversations for the sidebar: the newest page, and where the next
+        /// (older) page starts.
+        conversations: Vec<ConversationView>,
+        older: Option<String>,
     },
     /// Settings → Tools: the account's MCP servers, tool budget and permission mode.
     SettingsTools {

@@ -418,6 +418,7 @@ async fn conversation(
         }
         let consent: ConsentView = web.get(&caller, "/api/v1/consent").await?;
         let servers = web.mcp_servers(&caller).await?;
+        let (conversations, older) = web.get_with_next(&caller, "/api/v1/conversations").await?;
         Ok(Page::Conversation {
             me,
             detail: web.get(&caller, &format!("/api/v1/conversations/{id}")).await?,
@@ -427,6 +428,8 @@ async fn conversation(
             attachables: crate::attach::offer(&servers),
             always_allow: consent.mode == "rules",
             now_ms: now_ms(),
+            conversations,
+            older,
         })
     })
     .await

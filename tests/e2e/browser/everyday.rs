@@ -408,3 +408,107 @@ async fn browser_a_reply_is_copied_and_regenerated_and_a_message_is_edited_and_s
     assert_eq!(exchange(&browser).await, edited);
     browser.screenshot("message-actions").await;
 }
+
+/// The titles the sidebar lists, top to bottom.
+async fn listed(browser: &Browser) -> Vec<String> {
+    let script = "return [...document.querySelectorAll('.sidebar .conversations li a')]\
+                  .map(a => a.textContent.trim())";
+    let titles = browser.script(script).await;
+    titles.as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect()
+}
+
+/// Beside a conversation, the account's conversations, newest first and named by their first
+/// message: searched by the words in them, renamed and deleted (asked first) in place; on a
+/// phone the list folds away behind a button.
+#[tokio::test]
+async fn browser_the_sidebar_lists_searches_renames_and_deletes_conversations() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([
+        Reply::text("High tide is at noon."),
+        Reply::text("The Louvre."),
+        Reply::text("Bread, eggs."),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (mut api, _) = with_conversations(&server, &model, 0).await;
+    let provider = api.get("/api/v1/providers").await.json[0]["id"].clone();
+    let chat = json!({"providerId": provider, "model": "fake-model"});
+    let mut ids = Vec::new();
+    for (asked, answer) in [
+        ("When is the tide in Brest?", "High tide is at noon."),
+        ("Which museum in Paris?", "The Louvre."),
+        ("Shopping list please", "Bread, eggs."),
+    ] {
+        let id = api.post("/api/v1/conversations", chat.clone()).await.json["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        api.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": asked})).await;
+        until_stored(&mut api, &id, answer).await;
+        ids.push(id);
+    }
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{}", ids[0])).await;
+    browser.wait_live().await;
+    assert_eq!(
+        listed(&browser).await,
+        ["Shopping list please", "Which museum in Paris?", "When is the tide in Brest?"],
+        "newest first, each named by its first message"
+    );
+    let here = browser.text(".sidebar .conversations li.here a").await;
+    assert_eq!(here, "When is the tide in Brest?");
+    let when = browser.text(".sidebar .conversations li .meta time").await;
+    assert!(!when.is_empty() && !when.ends_with("UTC"), "written by the browser: {when}");
+
+    // Search: the words of a reply find its conversation; cleared, the list comes back.
+    browser.type_into(".sidebar input[name=search]", "louvre").await;
+    browser.wait_gone(".sidebar .conversations li:nth-child(2)").await;
+    assert_eq!(listed(&browser).await, ["Which museum in Paris?"]);
+    browser.type_into(".sidebar input[name=search]", " tides").await;
+    browser.find(".sidebar .hint:not([hidden])").await;
+    assert_eq!(browser.text(".sidebar .hint").await, "Nothing found.");
+    browser.script("const s = document.querySelector('.sidebar input[name=search]'); s.value = ''; s.dispatchEvent(new Event('input'))").await;
+    browser.find(".sidebar .conversations li:nth-child(3)").await;
+
+    // Rename the conversation shown: the list, the heading and the API agree.
+    browser.click(".sidebar li.here button.rename").await;
+    browser.script("document.querySelector('.sidebar input[name=rename]').value = ''").await;
+    browser.type_into(".sidebar input[name=rename]", "Tides\u{E007}").await;
+    browser.wait_text(".chat-head .title", "Tides").await;
+    browser.wait_text(".sidebar li.here a", "Tides").await;
+    let path = format!("/api/v1/conversations/{}", ids[0]);
+    super::until_api(&mut api, &path, "the title", |c| c["conversation"]["title"] == "Tides").await;
+
+    // Delete asks first; "Keep" keeps it; "Delete" removes it.
+    let shopping = format!(".sidebar li[data-id=\"{}\"]", ids[2]);
+    browser.click(&format!("{shopping} button.delete")).await;
+    browser.wait_text(&format!("{shopping} .confirm"), "Delete this conversation").await;
+    browser.click(&format!("{shopping} .confirm button.no")).await;
+    assert_eq!(api.get(&format!("/api/v1/conversations/{}", ids[2])).await.status, 200);
+    browser.click(&format!("{shopping} button.delete")).await;
+    browser.click(&format!("{shopping} .confirm button.yes")).await;
+    browser.wait_gone(&shopping).await;
+    assert_eq!(api.get(&format!("/api/v1/conversations/{}", ids[2])).await.status, 404);
+    assert_eq!(listed(&browser).await, ["Which museum in Paris?", "Tides"]);
+    browser.screenshot("sidebar").await;
+
+    // On a phone the list is folded away behind ☰, and fits the screen when opened.
+    let phone = Browser::start(390, 844).await.unwrap();
+    sign_in(&phone, &base, "root").await;
+    phone.goto(&format!("{base}/c/{}", ids[1])).await;
+    phone.wait_live().await;
+    let hidden =
+        phone.script("return getComputedStyle(document.querySelector('.sidebar')).display").await;
+    assert_eq!(hidden, "none");
+    phone.click("button.sidebar-toggle").await;
+    phone.find(".sidebar.open").await;
+    let right = phone.rect(".sidebar").await.right;
+    assert!(right <= 390.0, "the open list fits the screen: {right}");
+    // Renaming made "Tides" the most recently changed.
+    assert_eq!(listed(&phone).await, ["Tides", "Which museum in Paris?"]);
+    phone.click(".sidebar button.sidebar-close").await;
+    phone.wait_gone(".sidebar.open").await;
+}
