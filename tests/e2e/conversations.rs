@@ -1266,7 +1266,7 @@ async fn conversations_are_named_by_their_first_message_and_found_by_the_words_i
     let (mut tab, _) = setup(&server, &model).await;
     let provider = tab.get("/api/v1/providers").await.json[0]["id"].clone();
     let chat = json!({"providerId": provider, "model": "fake-model"});
-    let mut ask = async |tab: &mut Tab, text: &str| {
+    let ask = async |tab: &mut Tab, text: &str| {
         let created = tab.post("/api/v1/conversations", chat.clone()).await;
         let id = created.json["id"].as_str().unwrap().to_owned();
         assert_eq!(created.json["title"], "New conversation");
@@ -1295,7 +1295,7 @@ async fn conversations_are_named_by_their_first_message_and_found_by_the_words_i
         .await;
     until_end(&mut events).await;
 
-    let mut found = async |tab: &mut Tab, q: &str| -> Vec<String> {
+    let found = async |tab: &mut Tab, q: &str| -> Vec<String> {
         let answer = tab.get(&format!("/api/v1/conversations?q={}", urlencode(q))).await;
         assert_eq!(answer.status, 200, "{q}: {answer:?}");
         answer
@@ -1306,14 +1306,14 @@ async fn conversations_are_named_by_their_first_message_and_found_by_the_words_i
             .map(|c| c["id"].as_str().unwrap().to_owned())
             .collect()
     };
-    assert_eq!(found(&mut tab, "brest").await, [tides.clone()], "in any case");
-    assert_eq!(found(&mut tab, "tide").await, [tides.clone()], "a word's start finds it");
-    assert_eq!(found(&mut tab, "noon").await, [tides.clone()], "replies are searched too");
-    assert_eq!(found(&mut tab, "louvre largest").await, [museums.clone()], "every word");
+    assert_eq!(found(&mut tab, "brest").await, [tides.as_str()], "in any case");
+    assert_eq!(found(&mut tab, "tide").await, [tides.as_str()], "a word's start finds it");
+    assert_eq!(found(&mut tab, "noon").await, [tides.as_str()], "replies are searched too");
+    assert_eq!(found(&mut tab, "louvre largest").await, [museums.as_str()], "every word");
     assert_eq!(found(&mut tab, "louvre brest").await, Vec::<String>::new());
     assert_eq!(found(&mut tab, "\"); DROP TABLE messages; --").await, Vec::<String>::new());
     assert_eq!(found(&mut tab, "50%_\\").await, Vec::<String>::new(), "no wildcard");
-    assert_eq!(found(&mut other, "brest").await, [theirs.clone()]);
+    assert_eq!(found(&mut other, "brest").await, [theirs.as_str()]);
     let empty = tab.get("/api/v1/conversations?q=%20").await;
     assert_eq!((empty.status, empty.json["error"].as_str()), (400, Some("invalid_query")));
 
@@ -1326,7 +1326,7 @@ async fn conversations_are_named_by_their_first_message_and_found_by_the_words_i
         )
         .await;
     assert_eq!(renamed.json["title"], "Trip to Paris");
-    assert_eq!(found(&mut tab, "trip").await, [museums.clone()]);
+    assert_eq!(found(&mut tab, "trip").await, [museums.as_str()]);
     tab.send("DELETE", &format!("/api/v1/conversations/{tides}"), None).await;
     assert_eq!(found(&mut tab, "brest").await, Vec::<String>::new());
 }

@@ -544,13 +544,7 @@ impl Store {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|m| StoredEvent {
-                seq: m.seq,
-                turn_id: m.turn_id,
-                kind: m.kind,
-                data_json: m.data_json,
-                at_ms: m.at_ms,
-            })
+            .map(StoredEvent::from)
             .collect())
     }
 
@@ -569,14 +563,20 @@ impl Store {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|m| StoredEvent {
-                seq: m.seq,
-                turn_id: m.turn_id,
-                kind: m.kind,
-                data_json: m.data_json,
-                at_ms: m.at_ms,
-            })
+            .map(StoredEvent::from)
             .collect())
+    }
+}
+
+impl From<turn_events::Model> for StoredEvent {
+    fn from(m: turn_events::Model) -> Self {
+        StoredEvent {
+            seq: m.seq,
+            turn_id: m.turn_id,
+            kind: m.kind,
+            data_json: m.data_json,
+            at_ms: m.at_ms,
+        }
     }
 }
 
