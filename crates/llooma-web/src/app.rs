@@ -23,8 +23,8 @@ pub fn App(page: Page) -> impl IntoView {
         Page::SignIn { first_run, registration_open } => {
             view! { <SignIn first_run registration_open /> }.into_any()
         }
-        Page::Home { me, conversations, older, newest, cards, now_ms } => {
-            view! { <Home me conversations older newest cards now_ms /> }.into_any()
+        Page::Home { me, conversations, older, newest, cards, now_ms, no_provider } => {
+            view! { <Home me conversations older newest cards now_ms no_provider /> }.into_any()
         }
         Page::Conversation {
             me,
@@ -252,10 +252,37 @@ fn Home(
     newest: bool,
     cards: Vec<ApprovalCardView>,
     now_ms: i64,
+    no_provider: bool,
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
     let new_conversation = new_conversation_button(csrf.clone(), error);
+    // Until a model provider exists nobody can chat: say so, and lead an administrator there.
+    let missing = no_provider.then(|| {
+        if me.admin {
+            view! {
+                <section class="card setup-needed">
+                    <h2>"One step left: a model provider"</h2>
+                    <p>
+                        "Llooma answers with a model from a provider (any service speaking the \
+                         OpenAI chat completions API). There is none yet, so nobody can chat."
+                    </p>
+                    <a class="button primary" href="/admin/instance">"Add a model provider"</a>
+                </section>
+            }
+            .into_any()
+        } else {
+            view! {
+                <section class="card setup-needed">
+                    <p>
+                        "There is no model provider yet, so conversations cannot be answered. \
+                         Ask an administrator of this instance to add one."
+                    </p>
+                </section>
+            }
+            .into_any()
+        }
+    });
     view! {
         <div class="page">
             <TopBar me=me.clone() />
@@ -275,6 +302,7 @@ fn Home(
                     </button>
                 </div>
                 <p class="error" role="alert">{move || error.get()}</p>
+                {missing}
                 <ConversationList conversations older current=None csrf=csrf.clone() />
                 {(!newest)
                     .then(|| {

@@ -43,6 +43,9 @@ pub enum Page {
         cards: Vec<ApprovalCardView>,
         /// The server's clock when it rendered (countdowns start from it on both sides).
         now_ms: i64,
+        /// No model provider exists yet: nobody can chat, and the page says what to do.
+        #[serde(default)]
+        no_provider: bool,
     },
     /// One conversation with its composer.
     Conversation {

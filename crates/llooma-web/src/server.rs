@@ -17,8 +17,8 @@ use axum::routing::get;
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, CatalogueEntryView, ConsentView, ConversationView, InstanceInfo,
-    InstanceSettingsView, McpServerDetail, McpToolSettingsView, MemoryNoteView, PersonaView, Role,
-    SessionView,
+    InstanceSettingsView, McpServerDetail, McpToolSettingsView, MemoryNoteView, PersonaView,
+    ProviderChoice, Role, SessionView,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -389,10 +389,11 @@ async fn home(State(web): State<Web>, query: PageQuery, request: Request) -> Res
         let (conversations, older): (Vec<ConversationView>, _) =
             web.get_with_next(&caller, &path).await?;
         let cards: Vec<ApprovalCardView> = web.get(&caller, "/api/v1/approvals").await?;
-        Ok::<_, Fail>((conversations, older, cards))
+        let providers: Vec<ProviderChoice> = web.get(&caller, "/api/v1/providers").await?;
+        Ok::<_, Fail>((conversations, older, cards, providers.is_empty()))
     };
     match loaded.await {
-        Ok((conversations, older, cards)) => web.page(
+        Ok((conversations, older, cards, no_provider)) => web.page(
             StatusCode::OK,
             &Page::Home {
                 me,
@@ -401,6 +402,7 @@ async fn home(State(web): State<Web>, query: PageQuery, request: Request) -> Res
                 newest: before.is_none(),
                 cards,
                 now_ms: now_ms(),
+                no_provider,
             },
         ),
         Err(fail) => web.failed(fail, Some(me)),

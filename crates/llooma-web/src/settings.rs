@@ -136,8 +136,10 @@ pub fn SettingsTools(
                         .clone()
                         .map(|warning| view! { <p class="warning">{warning}</p> })}
                     <div class="row">
+                        <label for="budget">"The most MCP tools in one request"</label>
                         <input
                             node_ref=budget
+                            id="budget"
                             name="budget"
                             type="number"
                             min="1"

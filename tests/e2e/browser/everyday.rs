@@ -512,3 +512,37 @@ async fn browser_the_sidebar_lists_searches_renames_and_deletes_conversations() 
     phone.click(".sidebar button.sidebar-close").await;
     phone.wait_gone(".sidebar.open").await;
 }
+
+/// Right after the administrator account is created the home page says what is missing (a
+/// model provider) and leads there; someone else is told to ask an administrator; once a
+/// provider exists the notice is gone.
+#[tokio::test]
+async fn browser_the_first_run_says_a_model_provider_is_missing_and_leads_to_it() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.type_into("input[name=username]", "root").await;
+    browser.type_into("input[name=password]", PASSWORD).await;
+    browser.click("button[type=submit]").await;
+    browser.wait_text(".setup-needed h2", "a model provider").await;
+    browser.screenshot("first-run-provider").await;
+    browser.click(".setup-needed a.button").await;
+    browser.wait_text("h1", "Providers and instance").await;
+
+    let mut api = server.tab();
+    api.login("root", PASSWORD).await;
+    api.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("someone", PASSWORD).await;
+    let page = other.get("/").await;
+    assert!(page.text.contains("Ask an administrator"), "{}", page.text);
+
+    api.post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()})).await;
+    browser.goto(&format!("{base}/")).await;
+    browser.wait_live().await;
+    browser.wait_gone(".setup-needed").await;
+}
