@@ -24,6 +24,7 @@ mod m0008_turn_owners;
 mod m0009_mcp_catalogue;
 mod m0010_default_model;
 mod m0011_message_search;
+mod m0012_account_preferences;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -43,6 +44,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0009_mcp_catalogue::Migration),
             Box::new(m0010_default_model::Migration),
             Box::new(m0011_message_search::Migration),
+            Box::new(m0012_account_preferences::Migration),
         ]
     }
 }

@@ -1340,3 +1340,52 @@ fn urlencode(text: &str) -> String {
         })
         .collect()
 }
+
+#[tokio::test]
+async fn with_titles_from_model_on_a_new_conversation_is_named_by_the_model_after_its_first_reply()
+{
+    let model = FakeModel::start([
+        Reply::text("High tide is at noon."),
+        Reply::text("\"Brest tide times\""),
+        Reply::text("Low tide at six."),
+    ])
+    .await
+    .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, _) = setup(&server, &model).await;
+    let preferences = "/api/v1/me/preferences";
+    assert_eq!(tab.get(preferences).await.json, json!({"titlesFromModel": false}), "off at first");
+    let wrong = tab.send("PATCH", preferences, Some(json!({"titles": true}))).await;
+    assert_eq!(wrong.status, 400, "{wrong:?}");
+    let on = tab.send("PATCH", preferences, Some(json!({"titlesFromModel": true}))).await;
+    assert_eq!(on.json, json!({"titlesFromModel": true}));
+
+    let provider = tab.get("/api/v1/providers").await.json[0]["id"].clone();
+    let created = tab
+        .post("/api/v1/conversations", json!({"providerId": provider, "model": "fake-model"}))
+        .await;
+    let id = created.json["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/v1/conversations/{id}");
+    let mut events = Events::open(&tab, &format!("{path}/events"), None).await;
+    tab.post(&format!("{path}/messages"), json!({"content": "when is high tide in Brest?"})).await;
+    until_end(&mut events).await;
+    let mut title = Value::Null;
+    for _ in 0..100 {
+        title = tab.get(&path).await.json["conversation"]["title"].clone();
+        if title == "Brest tide times" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(title, "Brest tide times", "the model's title, its quotes taken off");
+    let asked = model.requests()[1].raw_body.clone();
+    assert!(asked.contains("Write a title") && asked.contains("when is high tide"), "{asked}");
+    assert!(asked.contains("High tide is at noon.") && !asked.contains("\"tools\""), "{asked}");
+
+    // Only the first reply names it.
+    tab.post(&format!("{path}/messages"), json!({"content": "and low tide?"})).await;
+    until_end(&mut events).await;
+    assert_eq!(model.requests().len(), 3);
+    assert_eq!(tab.get(&path).await.json["conversation"]["title"], "Brest tide times");
+}

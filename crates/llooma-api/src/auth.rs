@@ -194,6 +194,30 @@ pub async fn me(signed_in: SignedIn) -> axum::Json<SessionView> {
     })
 }
 
+/// `GET /api/v1/me/preferences`.
+pub async fn preferences(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<axum::Json<llooma_types::PreferencesView>, ApiError> {
+    let stored = state.app.store.preferences(&signed_in.account.id).await?;
+    Ok(axum::Json(llooma_types::PreferencesView { titles_from_model: stored.titles_from_model }))
+}
+
+/// `PATCH /api/v1/me/preferences`: absent fields stay.
+pub async fn set_preferences(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    ApiJson(patch): ApiJson<llooma_types::PreferencesPatch>,
+) -> Result<axum::Json<llooma_types::PreferencesView>, ApiError> {
+    let account_id = &signed_in.account.id;
+    let mut stored = state.app.store.preferences(account_id).await?;
+    if let Some(on) = patch.titles_from_model {
+        stored.titles_from_model = on;
+    }
+    state.app.store.set_preferences(account_id, stored).await?;
+    Ok(axum::Json(llooma_types::PreferencesView { titles_from_model: stored.titles_from_model }))
+}
+
 /// Changes the password and ends every session of the account, this one included; the answer
 /// carries a fresh session for the tab that made the change.
 pub async fn change_password(

@@ -113,6 +113,7 @@ pub fn router(state: AppState) -> Router {
         .route("/auth/logout", post(auth::logout))
         .route("/me", get(auth::me))
         .route("/me/password", post(auth::change_password))
+        .route("/me/preferences", get(auth::preferences).patch(auth::set_preferences))
         .route("/admin/settings", get(admin::get_settings).patch(admin::patch_settings))
         .route("/admin/accounts", get(admin::list_accounts))
         .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))

@@ -136,6 +136,20 @@ fn parse_cursor(text: &str) -> Option<(i64, &str)> {
     (!id.is_empty()).then_some((ms, id))
 }
 
+/// What the model is told when asked to name a conversation.
+const TITLE_PROMPT: &str = "Write a title for this conversation: at most six words, in the \
+    language of the person's message, no quotes, no punctuation at the end. Answer with the \
+    title only.";
+
+/// What naming a conversation by the model needs, read when its first message was sent.
+struct Naming {
+    account_id: String,
+    provider_id: String,
+    model: String,
+    /// The first message.
+    asked: String,
+}
+
 /// The longest search, in bytes.
 const MAX_SEARCH_BYTES: usize = 200;
 
@@ -462,6 +476,11 @@ impl App {
             persona.as_ref().map(|p| p.prompt.as_str()),
         );
 
+        // The first exchange of an untitled conversation may be named by the model afterwards.
+        let name_by_model = conversation.title == UNTITLED
+            && history.len() == 1
+            && self.store.preferences(account_id).await?.titles_from_model;
+
         let turn_id = self.store.start_turn(conversation_id, &self.turns.replica_id).await?;
         let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
         let replaced = match &message.replaces {
@@ -520,8 +539,18 @@ impl App {
             ..TurnStarted::new(turn_id.clone())
         };
         let app = self.clone();
+        let naming = name_by_model.then(|| Naming {
+            account_id: account_id.to_owned(),
+            provider_id: plan.provider_id.clone(),
+            model: plan.request.model.clone(),
+            asked: content.to_owned(),
+        });
         tokio::spawn(async move {
-            app.run_conversation_turn(plan, started, chosen, sink, running, stop).await;
+            let reply =
+                app.clone().run_conversation_turn(plan, started, chosen, sink, running, stop).await;
+            if let (Some(naming), Some(reply)) = (naming, reply) {
+                app.name_by_model(&conversation.id, naming, &reply).await;
+            }
         });
         Ok(turn_id)
     }
@@ -534,7 +563,7 @@ impl App {
         sink: LogSink,
         running: crate::turns::RunningTurn,
         stop: tokio::sync::watch::Receiver<bool>,
-    ) {
+    ) -> Option<String> {
         let turn_id = plan.turn_id.clone();
         let conversation_id = plan.conversation_id.clone();
         let _ = sink.event(TurnEvent::Start(started)).await;
@@ -556,6 +585,55 @@ impl App {
         running.unregister();
         if let Err(err) = sink.end(end.state(), error.as_deref()).await {
             tracing::warn!(turn = %turn_id, error = %err, "ending a turn failed");
+        }
+        // The reply, when the turn wrote one to its end.
+        (end.state() == EndState::Done && !text.is_empty()).then(|| text.to_owned())
+    }
+
+    /// Asks the model for a short title for a conversation after its first reply, and uses it
+    /// unless the person renamed the conversation meanwhile. A failure keeps the title made
+    /// from the first message (and is logged): the title is a convenience, not the reply.
+    async fn name_by_model(&self, conversation_id: &str, naming: Naming, reply: &str) {
+        let asked = async {
+            let client = self.provider_client(&naming.provider_id).await?;
+            let request = llooma_providers::ChatRequest {
+                max_tokens: Some(32),
+                ..llooma_providers::ChatRequest::new(
+                    naming.model.clone(),
+                    vec![
+                        llooma_providers::Message::system(TITLE_PROMPT),
+                        llooma_providers::Message::user(format!(
+                            "The person wrote:\n{}\n\nThe reply was:\n{reply}",
+                            naming.asked
+                        )),
+                    ],
+                )
+            };
+            let answer = client.chat(&request).await?.collect().await?;
+            Ok::<_, crate::TurnError>(answer.text)
+        };
+        let title = match asked.await {
+            Ok(text) => title_from(text.trim().trim_matches(['"', '\'', '*', '#', ' '])),
+            Err(err) => {
+                tracing::warn!(conversation = %conversation_id, error = %err, "asking the model for a title failed");
+                return;
+            }
+        };
+        let still_first = self
+            .store
+            .conversation(&naming.account_id, conversation_id)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|c| c.title == title_from(&naming.asked));
+        if title.is_empty() || title == UNTITLED || !still_first {
+            return;
+        }
+        let patch = ConversationPatch { title: Some(title), ..Default::default() };
+        if let Err(err) =
+            self.store.update_conversation(&naming.account_id, conversation_id, patch).await
+        {
+            tracing::warn!(conversation = %conversation_id, error = %err, "storing a title failed");
         }
     }
 

@@ -179,6 +179,24 @@ pub mod mcp_group_switches {
     impl ActiveModelBehavior for ActiveModel {}
 }
 
+pub mod account_preferences {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "account_preferences")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub account_id: String,
+        pub titles_from_model: bool,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
 pub mod account_tool_settings {
     use sea_orm::entity::prelude::*;
 

@@ -95,6 +95,21 @@ pub struct InstanceSettingsPatch {
     pub default_model: Option<String>,
 }
 
+/// The signed-in account's preferences (`/api/v1/me/preferences`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreferencesView {
+    /// After a conversation's first reply, the model is asked for a short title for it.
+    pub titles_from_model: bool,
+}
+
+/// A change to the preferences; absent fields stay.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreferencesPatch {
+    pub titles_from_model: Option<bool>,
+}
+
 /// What anyone, signed in or not, may know about the instance (the sign-in page needs it).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

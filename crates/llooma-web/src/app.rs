@@ -52,8 +52,8 @@ pub fn App(page: Page) -> impl IntoView {
             />
         }
         .into_any(),
-        Page::SettingsTools { me, servers, settings, cost, consent } => view! {
-            <crate::settings::SettingsTools me servers settings cost consent />
+        Page::SettingsTools { me, servers, settings, cost, consent, preferences } => view! {
+            <crate::settings::SettingsTools me servers settings cost consent preferences />
         }
         .into_any(),
         Page::SettingsBots { me, bots, providers, personas } => view! {

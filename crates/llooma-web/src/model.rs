@@ -5,8 +5,8 @@
 use llooma_types::{
     AdminMcpServerView, AnnounceCostView, ApprovalCardView, BotCardView, CatalogueEntryView,
     ConsentView, ConversationDetail, ConversationView, InstanceSettingsView, McpServerDetail,
-    McpToolSettingsView, MemoryNoteView, PersonaView, ProviderChoice, ProviderView,
-    ToolWordingView,
+    McpToolSettingsView, MemoryNoteView, PersonaView, PreferencesView, ProviderChoice,
+    ProviderView, ToolWordingView,
 };
 use serde::{Deserialize, Serialize};
 
@@ -75,6 +75,9 @@ pub enum Page {
         cost: AnnounceCostView,
         /// The permission mode, the rules and the "always allow" grants.
         consent: ConsentView,
+        /// The account's preferences (how a new conversation is named).
+        #[serde(default)]
+        preferences: PreferencesView,
     },
     /// Settings → Bot integrations: the account's bots, and what their settings choose from.
     SettingsBots {

@@ -445,6 +445,7 @@ async fn settings_tools(State(web): State<Web>, request: Request) -> Response {
             settings: web.get(&caller, "/api/v1/mcp/settings").await?,
             cost: web.get(&caller, "/api/v1/mcp/announce-cost").await?,
             consent: web.get(&caller, "/api/v1/consent").await?,
+            preferences: web.get(&caller, "/api/v1/me/preferences").await?,
         })
     })
     .await

@@ -1,11 +1,12 @@
-//! Settings → Tools (the account's MCP servers, budget, permission mode) and Admin → MCP servers.
+//! Settings → Tools (the account's MCP servers, budget, permission mode, and how conversations
+//! are named) and Admin → MCP servers.
 //! A change is sent to the API and the page is reloaded from the server, so what is shown is
 //! always what is stored.
 
 use leptos::prelude::*;
 use llooma_types::{
     AdminMcpServerView, AnnounceCostView, ConsentView, McpRefreshReport, McpServerDetail,
-    McpServerView, McpToolSettingsView, ToolCostView,
+    McpServerView, McpToolSettingsView, PreferencesView, ToolCostView,
 };
 use serde_json::{Value, json};
 
@@ -31,11 +32,19 @@ pub fn SettingsTools(
     settings: McpToolSettingsView,
     cost: AnnounceCostView,
     consent: ConsentView,
+    preferences: PreferencesView,
 ) -> impl IntoView {
     let mode = consent.mode.clone();
     const HERE: &str = "/settings/tools";
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
+    let titles_from_model = {
+        let csrf = csrf.clone();
+        move |ev| {
+            let body = json!({"titlesFromModel": event_target_checked(&ev)});
+            change("PATCH", "/api/v1/me/preferences".into(), body, csrf.clone(), error, HERE);
+        }
+    };
     let budget = NodeRef::<leptos::html::Input>::new();
     let save_budget = {
         let csrf = csrf.clone();
@@ -296,6 +305,19 @@ pub fn SettingsTools(
                             })
                             .collect_view()}
                     </ul>
+                </section>
+                <section class="card">
+                    <h2>"Conversations"</h2>
+                    <label class="switch">
+                        <input
+                            type="checkbox"
+                            name="titles-from-model"
+                            checked=preferences.titles_from_model
+                            on:change=titles_from_model
+                        />
+                        "Name a new conversation with the model after its first reply (one more \
+                         short request to the model; otherwise its first message names it)"
+                    </label>
                 </section>
             </main>
         </div>

@@ -546,3 +546,28 @@ async fn browser_the_first_run_says_a_model_provider_is_missing_and_leads_to_it(
     browser.wait_live().await;
     browser.wait_gone(".setup-needed").await;
 }
+
+/// Settings: naming new conversations with the model is the account's choice, off at first.
+#[tokio::test]
+async fn browser_naming_conversations_with_the_model_is_switched_on_in_settings() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (mut api, _) = with_conversations(&server, &model, 0).await;
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/settings/tools")).await;
+    browser.wait_live().await;
+    let checked = "return document.querySelector('input[name=titles-from-model]').checked";
+    assert_eq!(browser.script(checked).await, json!(false));
+    browser.scroll_to("input[name=titles-from-model]").await;
+    browser.click("input[name=titles-from-model]").await;
+    super::until_api(&mut api, "/api/v1/me/preferences", "the preference", |p| {
+        p["titlesFromModel"] == true
+    })
+    .await;
+    browser.find("html[data-hydrated]").await;
+    browser.wait_live().await;
+    assert_eq!(browser.script(checked).await, json!(true), "kept after the page reloads");
+}
