@@ -1110,9 +1110,9 @@ async fn a_fast_stream_is_written_in_a_few_joined_deltas_and_loses_nothing() {
     assert_eq!(names.iter().filter(|n| *n == "text").count(), 3, "{names:?}");
 }
 
-/// Creates a conversation without choosing a model: (its provider id, its model).
+/// Creates a conversation that starts with the last used model: (its provider id, its model).
 async fn started_with(tab: &mut Tab) -> (Value, Value) {
-    let created = tab.post("/api/v1/conversations", json!({})).await;
+    let created = tab.post("/api/v1/conversations", json!({"lastUsedModel": true})).await;
     assert_eq!(created.status, 201, "{created:?}");
     (created.json["providerId"].clone(), created.json["model"].clone())
 }
@@ -1154,8 +1154,12 @@ async fn a_new_conversation_starts_with_the_last_used_model_else_the_instance_de
         (Some(&*provider_id), Some("fake-model"))
     );
 
+    // Without asking for it, a new conversation has no model, as always.
+    let bare = admin.post("/api/v1/conversations", json!({})).await;
+    assert_eq!(bare.json["model"], Value::Null, "{bare:?}");
+
     // Once a person has used a model, their next conversation starts with it.
-    let id = admin.post("/api/v1/conversations", json!({})).await.json["id"]
+    let id = admin.post("/api/v1/conversations", json!({"lastUsedModel": true})).await.json["id"]
         .as_str()
         .unwrap()
         .to_owned();

@@ -33,6 +33,10 @@ pub struct NewConversationBody {
     provider_id: Option<String>,
     model: Option<String>,
     persona_id: Option<String>,
+    /// Without `providerId` and `model`: start with the account's last used model, else the
+    /// instance's default (otherwise the conversation has no model until one is chosen).
+    #[serde(default)]
+    last_used_model: bool,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +116,7 @@ pub async fn create(
         provider_id: body.provider_id,
         model: body.model,
         persona_id: body.persona_id,
+        last_used_model: body.last_used_model,
     };
     let created = state.app.create_conversation(&signed_in.account.id, new).await?;
     Ok((StatusCode::CREATED, Json(created)))

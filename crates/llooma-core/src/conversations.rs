@@ -42,6 +42,9 @@ pub struct NewConversation {
     pub provider_id: Option<String>,
     pub model: Option<String>,
     pub persona_id: Option<String>,
+    /// Without a provider and model: start with the account's last used model, else the
+    /// instance's default.
+    pub last_used_model: bool,
 }
 
 /// A change to a conversation; absent fields stay.
@@ -300,7 +303,7 @@ impl App {
         self.check_provider(new.provider_id.as_deref()).await?;
         self.check_persona(account_id, new.persona_id.as_deref()).await?;
         let (provider_id, model) = match (new.provider_id, new.model) {
-            (None, None) => self.starting_model(account_id).await?.unzip(),
+            (None, None) if new.last_used_model => self.starting_model(account_id).await?.unzip(),
             chosen => chosen,
         };
         let mut conversation =

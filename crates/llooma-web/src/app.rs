@@ -232,7 +232,7 @@ fn new_conversation_button(
     move |_| {
         let csrf = csrf.clone();
         api::spawn(async move {
-            let body = json!({});
+            let body = json!({"lastUsedModel": true});
             match api::call("POST", "/api/v1/conversations", Some(body), Some(&csrf)).await {
                 Ok(created) => {
                     api::go(&format!("/c/{}", created["id"].as_str().unwrap_or_default()));

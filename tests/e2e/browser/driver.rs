@@ -182,6 +182,31 @@ impl Browser {
         self.must("POST", "/permissions", Some(body)).await;
     }
 
+    /// Marks the page shown now, so [`Browser::wait_new_page`] can tell when another replaced it.
+    pub async fn mark_page(&self) {
+        self.script("window.llooma_test_old_page = true").await;
+    }
+
+    /// Waits until the page marked by [`Browser::mark_page`] has been replaced and is live.
+    pub async fn wait_new_page(&self) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let old = self.command(
+                "POST",
+                "/execute/sync",
+                Some(json!({
+                    "script": "return window.llooma_test_old_page === true", "args": []
+                })),
+            );
+            if let Ok(Value::Bool(false)) = old.await {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the page was not replaced after {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.wait_live().await;
+    }
+
     /// The browser's Back button.
     pub async fn back(&self) {
         self.must("POST", "/back", None).await;

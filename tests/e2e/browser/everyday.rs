@@ -271,7 +271,10 @@ async fn browser_models_are_picked_from_the_provider_s_list_and_a_new_conversati
     browser.find("#default-model-choices option[value=big-model]").await;
     assert_eq!(offered(&browser, "default-model-choices").await, ["fake-model", "big-model"]);
     browser.type_into("input[name=default-model]", "fake-model").await;
+    browser.mark_page().await;
     browser.click("button.save-default-model").await;
+    // The page reloads from the server once the change is stored.
+    browser.wait_new_page().await;
     super::until_api(&mut api, "/api/v1/admin/settings", "the default model", |s| {
         s["defaultModel"] == "fake-model" && s["defaultProviderId"] == provider_id.as_str()
     })
@@ -562,12 +565,12 @@ async fn browser_naming_conversations_with_the_model_is_switched_on_in_settings(
     let checked = "return document.querySelector('input[name=titles-from-model]').checked";
     assert_eq!(browser.script(checked).await, json!(false));
     browser.scroll_to("input[name=titles-from-model]").await;
+    browser.mark_page().await;
     browser.click("input[name=titles-from-model]").await;
     super::until_api(&mut api, "/api/v1/me/preferences", "the preference", |p| {
         p["titlesFromModel"] == true
     })
     .await;
-    browser.find("html[data-hydrated]").await;
-    browser.wait_live().await;
+    browser.wait_new_page().await;
     assert_eq!(browser.script(checked).await, json!(true), "kept after the page reloads");
 }
