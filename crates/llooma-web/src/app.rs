@@ -645,8 +645,12 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
                 reply.with(|r| r.error.clone())
                     .map(|message| view! { <p class="error turn-error">{message}</p> })
             }}
-            {actions}
         </li>
+        // The actions sit under the message, outside it: its text stays only its text.
+        {actions
+            .map(|actions| {
+                view! { <li class=if user { "msg-after user" } else { "msg-after reply" }>{actions}</li> }
+            })}
     }
 }
 

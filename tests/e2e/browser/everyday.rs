@@ -356,14 +356,17 @@ async fn browser_a_reply_is_copied_and_regenerated_and_a_message_is_edited_and_s
     send("second question").await;
     browser.wait_text(".timeline", "Second answer.").await;
 
+    // The actions sit under a message, not in it: its text is only its text.
+    assert_eq!(browser.text(".msg.reply").await, "First answer.");
+    assert_eq!(browser.text(".msg.user").await, "first question");
     // Each reply names its model and when it was written, in the reader's time.
-    let meta = browser.wait_text(".msg.reply .reply-meta", "fake-model").await;
-    let when = browser.text(".msg.reply .reply-meta time").await;
+    let meta = browser.wait_text(".reply-meta", "fake-model").await;
+    let when = browser.text(".reply-meta time").await;
     assert!(when.chars().any(|c| c.is_ascii_digit()), "a time: {meta:?} {when:?}");
 
     // Copy puts the reply's text on the clipboard.
-    browser.click(".msg.reply .copy-reply").await;
-    browser.wait_text(".msg.reply .copy-reply", "Copied").await;
+    browser.click(".reply-meta .copy-reply").await;
+    browser.wait_text(".reply-meta .copy-reply", "Copied").await;
     let copied = browser.script("return navigator.clipboard.readText()").await;
     assert_eq!(copied, "First answer.");
 
@@ -373,7 +376,7 @@ async fn browser_a_reply_is_copied_and_regenerated_and_a_message_is_edited_and_s
         .await;
     assert_eq!(offered, json!([false, true]));
     model.push(Reply::text("Second answer, again."));
-    browser.click(".msg.reply:last-child .regenerate").await;
+    browser.click(".timeline > li:last-child .regenerate").await;
     browser.wait_text(".timeline", "Second answer, again.").await;
     let asked = model.requests().last().unwrap().raw_body.clone();
     assert!(asked.contains("second question") && !asked.contains("Second answer."), "{asked}");
@@ -392,7 +395,7 @@ async fn browser_a_reply_is_copied_and_regenerated_and_a_message_is_edited_and_s
     browser.goto(&url).await;
     browser.wait_live().await;
     browser.switch_to(&first_tab).await;
-    browser.click(".msg.user .edit").await;
+    browser.click(".msg-after.user .edit").await;
     browser.script("document.querySelector('textarea[name=edited]').value = ''").await;
     browser.type_into("textarea[name=edited]", "first question, edited").await;
     model.push(Reply::text("Edited answer."));
