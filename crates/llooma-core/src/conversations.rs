@@ -139,6 +139,18 @@ fn parse_cursor(text: &str) -> Option<(i64, &str)> {
     (!id.is_empty()).then_some((ms, id))
 }
 
+/// How many conversations a page lists: `limit`, else the default, within 1 to the maximum.
+fn page_limit(limit: Option<u64>) -> Result<u64, AppError> {
+    let limit = limit.unwrap_or(PAGE_DEFAULT);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(AppError::invalid(
+            "invalid_limit",
+            format!("A page lists 1 to {PAGE_MAX} conversations."),
+        ));
+    }
+    Ok(limit)
+}
+
 /// What the model is told when asked to name a conversation.
 const TITLE_PROMPT: &str = "Write a title for this conversation: at most six words, in the \
     language of the person's message, no quotes, no punctuation at the end. Answer with the \
@@ -244,13 +256,7 @@ impl App {
         query: &str,
         limit: Option<u64>,
     ) -> Result<Vec<ConversationView>, AppError> {
-        let limit = limit.unwrap_or(PAGE_DEFAULT);
-        if !(1..=PAGE_MAX).contains(&limit) {
-            return Err(AppError::invalid(
-                "invalid_limit",
-                format!("A page lists 1 to {PAGE_MAX} conversations."),
-            ));
-        }
+        let limit = page_limit(limit)?;
         if query.trim().is_empty() || query.len() > MAX_SEARCH_BYTES {
             return Err(AppError::invalid(
                 "invalid_query",
@@ -267,13 +273,7 @@ impl App {
         before: Option<&str>,
         limit: Option<u64>,
     ) -> Result<(Vec<ConversationView>, Option<String>), AppError> {
-        let limit = limit.unwrap_or(PAGE_DEFAULT);
-        if !(1..=PAGE_MAX).contains(&limit) {
-            return Err(AppError::invalid(
-                "invalid_limit",
-                format!("A page lists 1 to {PAGE_MAX} conversations."),
-            ));
-        }
+        let limit = page_limit(limit)?;
         let before = match before {
             Some(text) => Some(parse_cursor(text).ok_or_else(|| {
                 AppError::invalid(

@@ -4,7 +4,7 @@
 //! (asked first) in place; times in the reader's own time zone.
 
 use leptos::prelude::*;
-use llooma_types::ConversationView;
+use llooma_types::{ConversationView, encode_query_value};
 use serde_json::json;
 
 use crate::api;
@@ -54,7 +54,7 @@ pub fn ConversationList(
         }
         searching.set(true);
         api::spawn(async move {
-            let path = format!("/api/v1/conversations?q={}", query_text(&q));
+            let path = format!("/api/v1/conversations?q={}", encode_query_value(&q));
             let answer = api::call("GET", &path, None, None).await;
             if asked.get_value() != this {
                 return;
@@ -106,18 +106,6 @@ pub fn ConversationList(
             </nav>
         </div>
     }
-}
-
-/// Percent-encodes search words for the query string.
-fn query_text(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// One conversation: its link and time, Rename in place, Delete after asking.
