@@ -86,6 +86,9 @@ impl fmt::Display for AddressCheck {
 fn verdict(decision: &Decision) -> String {
     match decision {
         Decision::Allowed(Allowance::AllowListed) => "allowed (its origin is listed)".to_owned(),
+        Decision::Allowed(Allowance::LocalNetwork(_)) => {
+            "allowed (a local origin, on this machine or the local network)".to_owned()
+        }
         Decision::Allowed(_) => "allowed (public)".to_owned(),
         Decision::Refused { reason: Refusal::BlockedAddress { range, .. } } => {
             format!("refused ({}, {})", range.description, range.cidr)

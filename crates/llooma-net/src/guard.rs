@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use hyper_util::client::legacy::connect::{Connection, HttpInfo};
-use llooma_policy::{Decision, OutboundPolicy, Purpose, Refusal, classify_ip};
+use llooma_policy::{Decision, OutboundPolicy, Purpose};
 use tower::{Layer, Service};
 use url::Url;
 
@@ -110,10 +110,9 @@ fn destination_url(debug: &str) -> Option<Url> {
     Url::parse(inner).ok()
 }
 
-/// Defence in depth: after connecting, the peer must still be an address the policy allows.
-/// With an allow-list the origin was matched before connecting and any address is fine; without
-/// one, the peer must be public. The pre-connect checks make this unreachable today; it is here
-/// so a future change in how reqwest connects cannot silently open a hole.
+/// Defence in depth: after connecting, the peer must still be an address the policy allows
+/// ([`OutboundPolicy::allows_peer`]). The pre-connect checks make a refusal here unreachable
+/// today; it is here so a future change in how reqwest connects cannot silently open a hole.
 fn check_peer<C: Connection>(
     policy: &OutboundPolicy,
     purpose: Purpose,
@@ -130,14 +129,9 @@ fn check_peer<C: Connection>(
         )
         .into());
     };
-    let ip = info.remote_addr().ip();
-    match classify_ip(ip) {
-        None => Ok(()),
-        Some(range) => Err(PolicyRefusal {
-            reason: Refusal::BlockedAddress { ip, host: None, range, purpose },
-        }
-        .into()),
-    }
+    policy
+        .allows_peer(purpose, info.remote_addr().ip())
+        .map_err(|reason| PolicyRefusal { reason }.into())
 }
 
 #[cfg(test)]

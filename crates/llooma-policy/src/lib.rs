@@ -10,7 +10,10 @@
 //!   a host name is allowed only if every address it resolves to is public
 //!   ([`OutboundPolicy::decide_resolved`]);
 //! - with an allow-list for the purpose, its origins are the only ones reachable for that
-//!   purpose, private or not.
+//!   purpose, private or not;
+//! - without one, a [local origin](OutboundPolicy::with_local_origin) (a model provider an
+//!   administrator marked as running on this machine or the local network) may also reach
+//!   loopback and private addresses, and no other blocked range.
 //!
 //! Refusals are values ([`Decision::Refused`]) whose [`Refusal`] says what an operator can do.
 
@@ -162,6 +165,8 @@ pub enum Allowance {
     /// The host is a name: connect only if every address it resolves to is allowed by
     /// [`OutboundPolicy::decide_resolved`], and connect to exactly those addresses.
     NameToCheck,
+    /// The origin is a local origin and the host an address on this machine or a local network.
+    LocalNetwork(IpAddr),
 }
 
 /// Why a URL or an address was refused. `Display` gives the message for people.
@@ -261,6 +266,9 @@ pub struct OutboundPolicy {
     bot: Option<AllowList>,
     provider: Option<AllowList>,
     search: Option<AllowList>,
+    /// Origins that may also reach this machine and the local network, each for one purpose,
+    /// while that purpose has no allow-list (see [`OutboundPolicy::with_local_origin`]).
+    local: Vec<(Purpose, Origin)>,
 }
 
 impl OutboundPolicy {
@@ -283,7 +291,55 @@ impl OutboundPolicy {
             bot: AllowList::parse_optional(Purpose::Bot, bot)?,
             provider: None,
             search: None,
+            local: Vec::new(),
         })
+    }
+
+    /// Lets `origin` reach addresses of this machine and of a local network (loopback, private,
+    /// carrier-grade NAT, unique local IPv6) for `purpose`, besides public ones, while the purpose
+    /// has no allow-list. Link-local (cloud metadata), multicast and reserved ranges stay
+    /// refused. It opens nothing for other origins or purposes.
+    ///
+    /// This is how a model provider an administrator entered and marked "on this machine or my
+    /// local network" is reached without `PROVIDER_ALLOWED_ORIGINS`: the administrator chose the
+    /// address, as for web search. When the purpose's allow-list is set, it alone decides.
+    pub fn with_local_origin(mut self, purpose: Purpose, origin: Origin) -> Self {
+        self.local.push((purpose, origin));
+        self
+    }
+
+    fn is_local_origin(
+        &self,
+        purpose: Purpose,
+        scheme: Scheme,
+        host: &Host<&str>,
+        port: u16,
+    ) -> bool {
+        self.local.iter().any(|(p, o)| *p == purpose && o.matches(scheme, host, port))
+    }
+
+    fn is_local_host_name(&self, purpose: Purpose, name: &str) -> bool {
+        self.local
+            .iter()
+            .any(|(p, o)| *p == purpose && matches!(o.host(), Host::Domain(d) if d == name))
+    }
+
+    /// Whether a connection for `purpose` may have `ip` as its peer: the last check, made after
+    /// connecting. With an allow-list any peer is fine (its origin was matched before);
+    /// otherwise a public address, or a local-network one when the purpose has a local origin.
+    pub fn allows_peer(&self, purpose: Purpose, ip: IpAddr) -> Result<(), Refusal> {
+        if self.allow_list(purpose).is_some() {
+            return Ok(());
+        }
+        match classify_ip(ip) {
+            None => Ok(()),
+            Some(range)
+                if range.is_local_network() && self.local.iter().any(|(p, _)| *p == purpose) =>
+            {
+                Ok(())
+            }
+            Some(range) => Err(Refusal::BlockedAddress { ip, host: None, range, purpose }),
+        }
     }
 
     /// Sets (or with `None`, clears) one purpose's allow-list from its variable's raw value.
@@ -360,9 +416,11 @@ impl OutboundPolicy {
                 purpose,
             });
         }
+        let local = self.is_local_origin(purpose, scheme, &host, port);
         match host {
-            Host::Ipv4(ip) => decide_ip(purpose, IpAddr::V4(ip), None),
-            Host::Ipv6(ip) => decide_ip(purpose, IpAddr::V6(ip), None),
+            Host::Ipv4(ip) => decide_ip(purpose, IpAddr::V4(ip), None, local),
+            Host::Ipv6(ip) => decide_ip(purpose, IpAddr::V6(ip), None, local),
+            Host::Domain(_) if local => Decision::Allowed(Allowance::NameToCheck),
             Host::Domain(name) if is_loopback_name(name) => {
                 refused(Refusal::LoopbackName { host: name.to_owned(), purpose })
             }
@@ -375,7 +433,8 @@ impl OutboundPolicy {
     ///
     /// With an allow-list set, the name must be the host of a listed origin (the origin itself
     /// was checked by [`OutboundPolicy::decide`]); any address is then fine. Without one, the
-    /// address must be outside every blocked range.
+    /// address must be outside every blocked range, or, for the host of a local origin, inside
+    /// this machine's or a local network's.
     pub fn decide_resolved(&self, purpose: Purpose, host: &str, ip: IpAddr) -> Decision {
         if let Some(list) = self.allow_list(purpose) {
             if list.has_host_name(host) {
@@ -383,7 +442,7 @@ impl OutboundPolicy {
             }
             return refused(Refusal::NotOnAllowList { origin: host.to_owned(), purpose });
         }
-        decide_ip(purpose, ip, Some(host))
+        decide_ip(purpose, ip, Some(host), self.is_local_host_name(purpose, host))
     }
 }
 
@@ -391,9 +450,12 @@ fn refused(reason: Refusal) -> Decision {
     Decision::Refused { reason }
 }
 
-fn decide_ip(purpose: Purpose, ip: IpAddr, host: Option<&str>) -> Decision {
+fn decide_ip(purpose: Purpose, ip: IpAddr, host: Option<&str>, local: bool) -> Decision {
     match classify_ip(ip) {
         None => Decision::Allowed(Allowance::PublicAddress(ip)),
+        Some(range) if local && range.is_local_network() => {
+            Decision::Allowed(Allowance::LocalNetwork(ip))
+        }
         Some(range) => {
             refused(Refusal::BlockedAddress { ip, host: host.map(str::to_owned), range, purpose })
         }

@@ -80,7 +80,7 @@ impl Origin {
         self.port
     }
 
-    fn matches(&self, scheme: Scheme, host: &Host<&str>, port: u16) -> bool {
+    pub(crate) fn matches(&self, scheme: Scheme, host: &Host<&str>, port: u16) -> bool {
         self.scheme == scheme
             && self.port == port
             && match (&self.host, host) {

@@ -84,7 +84,27 @@ pub static BLOCKED_RANGES: [BlockedRange; 30] = [
     v6([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "ff00::/8", "multicast"),
 ];
 
+/// The ranges of this machine and of a local network: what a service an administrator runs
+/// beside Llooma (an Ollama on the same host, a vLLM on the LAN, one over a Tailscale address)
+/// listens on. A [local origin](crate::OutboundPolicy::with_local_origin) may reach these and no
+/// other blocked range: never link-local (where cloud metadata services answer), multicast,
+/// reserved space or the IPv6 forms that carry an IPv4 address.
+const LOCAL_NETWORK: [&str; 7] = [
+    "127.0.0.0/8",
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "::1/128",
+    "fc00::/7",
+];
+
 impl BlockedRange {
+    /// Whether this range is this machine or a local network (see [`LOCAL_NETWORK`]).
+    pub fn is_local_network(&self) -> bool {
+        LOCAL_NETWORK.contains(&self.cidr)
+    }
+
     fn contains(&self, ip: IpAddr) -> bool {
         match (&self.net, ip) {
             (Net::V4 { bits, prefix }, IpAddr::V4(ip)) => {

@@ -373,6 +373,90 @@ fn the_search_origin_opens_nothing_for_page_reading() {
     assert!(reason.to_string().contains("FETCH_ALLOWED_ORIGINS"), "{reason}");
 }
 
+fn local(url: &str) -> OutboundPolicy {
+    let origin = Origin::of_url(&Url::parse(url).unwrap()).unwrap();
+    OutboundPolicy::public_only().with_local_origin(Purpose::Provider, origin)
+}
+
+#[test]
+fn a_local_origin_reaches_this_machine_and_the_lan_and_nothing_else() {
+    let ollama = local("http://127.0.0.1:11434");
+    assert!(ollama.decide_str(Purpose::Provider, "http://127.0.0.1:11434/v1/chat").is_allowed());
+    // Another port of the same machine, another purpose, another origin: still refused.
+    assert!(!ollama.decide_str(Purpose::Provider, "http://127.0.0.1:22/").is_allowed());
+    assert!(!ollama.decide_str(Purpose::Mcp, "http://127.0.0.1:11434/").is_allowed());
+    assert!(!ollama.decide_str(Purpose::Fetch, "http://127.0.0.1:11434/").is_allowed());
+    // Public providers are still reachable beside it.
+    assert!(ollama.decide_str(Purpose::Provider, "https://93.184.215.14/v1").is_allowed());
+
+    for lan in [
+        "http://10.1.2.3:8000",
+        "http://192.168.1.20:1234",
+        "http://100.101.1.2:8080",
+        "http://[fd00::5]:8000",
+        "http://[::1]:8000",
+    ] {
+        let policy = local(lan);
+        assert!(policy.decide_str(Purpose::Provider, &format!("{lan}/v1")).is_allowed(), "{lan}");
+    }
+    // Never the metadata service, multicast, a mapped address or reserved space, even when an
+    // administrator marks it local.
+    for never in [
+        "http://169.254.169.254",
+        "http://[fe80::1]:80",
+        "http://224.0.0.1",
+        "http://[::ffff:127.0.0.1]",
+        "http://240.0.0.1",
+        "http://0.0.0.0:11434",
+    ] {
+        let policy = local(never);
+        let Decision::Refused { reason } =
+            policy.decide_str(Purpose::Provider, &format!("{never}/"))
+        else {
+            panic!("{never} was allowed as a local origin");
+        };
+        assert!(matches!(reason, Refusal::BlockedAddress { .. }), "{never}: {reason}");
+    }
+}
+
+#[test]
+fn a_local_origin_s_name_must_resolve_to_this_machine_the_lan_or_the_internet() {
+    let policy = local("http://ollama.lan:11434");
+    assert_eq!(
+        policy.decide_str(Purpose::Provider, "http://ollama.lan:11434/v1"),
+        Decision::Allowed(Allowance::NameToCheck)
+    );
+    let lan: IpAddr = "192.168.1.5".parse().unwrap();
+    let metadata: IpAddr = "169.254.169.254".parse().unwrap();
+    assert!(policy.decide_resolved(Purpose::Provider, "ollama.lan", lan).is_allowed());
+    assert!(!policy.decide_resolved(Purpose::Provider, "ollama.lan", metadata).is_allowed());
+    assert!(!policy.decide_resolved(Purpose::Provider, "other.lan", lan).is_allowed());
+    assert!(!policy.decide_resolved(Purpose::Mcp, "ollama.lan", lan).is_allowed());
+    // `localhost` itself, marked local.
+    let localhost = local("http://localhost:11434");
+    assert!(localhost.decide_str(Purpose::Provider, "http://localhost:11434/v1").is_allowed());
+    let loopback: IpAddr = "127.0.0.1".parse().unwrap();
+    assert!(localhost.decide_resolved(Purpose::Provider, "localhost", loopback).is_allowed());
+    // After connecting: a LAN peer is fine for the purpose with a local origin, not for others.
+    assert!(policy.allows_peer(Purpose::Provider, lan).is_ok());
+    assert!(policy.allows_peer(Purpose::Provider, metadata).is_err());
+    assert!(policy.allows_peer(Purpose::Mcp, lan).is_err());
+}
+
+#[test]
+fn a_set_allow_list_decides_alone_over_a_local_origin() {
+    let policy = local("http://127.0.0.1:11434")
+        .with_allow_list(Purpose::Provider, Some("http://127.0.0.1:8090"))
+        .unwrap();
+    assert!(policy.decide_str(Purpose::Provider, "http://127.0.0.1:8090/v1").is_allowed());
+    let Decision::Refused { reason } =
+        policy.decide_str(Purpose::Provider, "http://127.0.0.1:11434/v1")
+    else {
+        panic!("a local origin widened a set allow-list");
+    };
+    assert!(reason.to_string().contains("PROVIDER_ALLOWED_ORIGINS"), "{reason}");
+}
+
 mod properties {
     use super::*;
     use proptest::prelude::*;
