@@ -25,6 +25,7 @@ mod m0009_mcp_catalogue;
 mod m0010_default_model;
 mod m0011_message_search;
 mod m0012_account_preferences;
+mod m0013_local_providers;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -45,6 +46,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0010_default_model::Migration),
             Box::new(m0011_message_search::Migration),
             Box::new(m0012_account_preferences::Migration),
+            Box::new(m0013_local_providers::Migration),
         ]
     }
 }

@@ -259,7 +259,9 @@ async fn browser_every_signed_in_page_fits_a_phone() {
         format!("/c/{empty}"),
         "/settings/tools".to_owned(),
         "/settings/personas".to_owned(),
+        "/settings/prompts".to_owned(),
         "/settings/bots".to_owned(),
+        "/admin".to_owned(),
         "/admin/mcp".to_owned(),
         "/admin/instance".to_owned(),
         "/admin/catalogue".to_owned(),
@@ -606,7 +608,10 @@ async fn browser_personas_are_created_edited_and_made_to_forget_and_app_tools_re
     })
     .await;
 
-    // An app tool reworded; the next request to the model carries the new words.
+    // An app tool reworded on Settings → Prompts, its own page; the next request to the model
+    // carries the new words.
+    assert!(!browser.source().await.contains("card wording"), "wordings on the personas page");
+    browser.goto(&format!("{base}/settings/prompts")).await;
     browser.wait_live().await;
     browser
         .type_into(".card.wording[data-tool=current_date] textarea", "Tells the date in Bern.")
@@ -714,7 +719,14 @@ async fn browser_admin_adds_a_provider_and_sets_the_instance_and_a_user_cannot()
     sign_in(&browser, &base, "root").await;
     browser.goto(&format!("{base}/admin/instance")).await;
     browser.wait_live().await;
+    // Removing asks first: Keep leaves it, Remove removes it.
     browser.click(".card.provider button.remove").await;
+    browser.wait_text(".card.provider .confirm .question", "Remove this provider?").await;
+    browser.click(".card.provider .confirm button.no").await;
+    browser.wait_text(".card.provider button.remove", "Remove").await;
+    assert_eq!(root.get("/api/v1/admin/providers").await.json.as_array().unwrap().len(), 1);
+    browser.click(".card.provider button.remove").await;
+    browser.click(".card.provider .confirm button.yes").await;
     browser.wait_text(".no-providers", "nobody can chat until you add one").await;
     assert_eq!(root.get("/api/v1/admin/providers").await.json, json!([]));
 }

@@ -1393,3 +1393,133 @@ async fn with_titles_from_model_on_a_new_conversation_is_named_by_the_model_afte
     assert_eq!(model.requests().len(), 3);
     assert_eq!(tab.get(&path).await.json["conversation"]["title"], "Brest tide times");
 }
+
+/// Reads a conversation's stream until its turn ends: the state and the error, if any.
+async fn turn_end(events: &mut Events) -> (String, Option<String>) {
+    let mut error = None;
+    loop {
+        let (name, data) = events.next().await;
+        if name == "error" {
+            error = data["message"].as_str().map(str::to_owned);
+        }
+        if name == "end" {
+            return (data["state"].as_str().unwrap_or_default().to_owned(), error);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_administrator_adds_a_provider_on_this_machine_without_editing_the_environment() {
+    let model =
+        FakeModel::start([Reply::text("Hello from the box under the desk.")]).await.unwrap();
+    let db = TestDb::new();
+    // No PROVIDER_ALLOWED_ORIGINS: the fake model listens on loopback, like an Ollama would.
+    let server = Server::start(&db, &[]);
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+
+    // Not marked: kept, but refused when used, as before (the message says what to do).
+    let plain = root
+        .post("/api/v1/admin/providers", json!({"name": "plain", "baseUrl": model.base_url()}))
+        .await;
+    assert_eq!(plain.status, 201, "{plain:?}");
+    assert_eq!(plain.json["localNetwork"], false);
+    let conversation = root
+        .post(
+            "/api/v1/conversations",
+            json!({"providerId": plain.json["id"], "model": "fake-model"}),
+        )
+        .await;
+    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    let mut events = Events::open(&root, &format!("/api/v1/conversations/{id}/events"), None).await;
+    root.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi"})).await;
+    let (state, error) = turn_end(&mut events).await;
+    assert_eq!(state, "failed");
+    let error = error.expect("an error event");
+    assert!(error.contains("PROVIDER_ALLOWED_ORIGINS"), "{error}");
+    assert!(model.chat_bodies().is_empty(), "the unmarked loopback provider was reached");
+
+    // Marked as on this machine: the same address answers.
+    let local = root
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "ollama", "baseUrl": model.base_url(), "localNetwork": true}),
+        )
+        .await;
+    assert_eq!(local.status, 201, "{local:?}");
+    assert_eq!(local.json["localNetwork"], true);
+    let listed = root.get("/api/v1/admin/providers").await.json;
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "ollama" && p["localNetwork"] == true)
+    );
+    let conversation = root
+        .post(
+            "/api/v1/conversations",
+            json!({"providerId": local.json["id"], "model": "fake-model"}),
+        )
+        .await;
+    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    let mut events = Events::open(&root, &format!("/api/v1/conversations/{id}/events"), None).await;
+    root.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi"})).await;
+    let (state, error) = turn_end(&mut events).await;
+    assert_eq!(state, "done", "{error:?}");
+    let detail = root.get(&format!("/api/v1/conversations/{id}")).await.json;
+    assert!(detail.to_string().contains("Hello from the box under the desk."), "{detail}");
+
+    // The mark opens this provider's address only: not the metadata service, not the same
+    // address for anyone's MCP server or for page reading.
+    for never in
+        ["http://169.254.169.254/v1", "http://[fe80::1]:11434/v1", "http://0.0.0.0:11434/v1"]
+    {
+        let refused = root
+            .post(
+                "/api/v1/admin/providers",
+                json!({"name": "metadata", "baseUrl": never, "localNetwork": true}),
+            )
+            .await;
+        assert_eq!(refused.status, 422, "{never}: {refused:?}");
+        assert_eq!(refused.json["error"], "address_refused", "{never}");
+    }
+    let mcp = root
+        .post("/api/v1/mcp/servers", json!({"label": "same box", "address": model.base_url()}))
+        .await;
+    assert_eq!(mcp.json["error"], "address_refused", "{mcp:?}");
+    assert!(mcp.json["message"].as_str().unwrap().contains("MCP_ALLOWED_ORIGINS"), "{mcp:?}");
+
+    // Only administrators add providers at all.
+    let mut bob = server.tab();
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    bob.register("bob", PASSWORD).await;
+    let denied = bob
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "mine", "baseUrl": model.base_url(), "localNetwork": true}),
+        )
+        .await;
+    assert_eq!(denied.status, 403, "{denied:?}");
+}
+
+#[tokio::test]
+async fn a_set_provider_allow_list_decides_alone_over_a_local_provider() {
+    let model = FakeModel::start([Reply::text("never")]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", "http://127.0.0.1:1")]);
+    let mut root = server.tab();
+    root.register("root", PASSWORD).await;
+    let local = root
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "ollama", "baseUrl": model.base_url(), "localNetwork": true}),
+        )
+        .await;
+    assert_eq!(local.status, 422, "{local:?}");
+    assert_eq!(local.json["error"], "address_refused");
+    let message = local.json["message"].as_str().unwrap();
+    assert!(message.contains("PROVIDER_ALLOWED_ORIGINS"), "{message}");
+    assert_eq!(root.get("/api/v1/admin/providers").await.json, json!([]));
+    assert!(model.chat_bodies().is_empty());
+}

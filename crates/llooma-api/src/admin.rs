@@ -128,6 +128,7 @@ fn provider_view(provider: &Provider) -> ProviderView {
         base_url: provider.base_url.clone(),
         has_key: provider.api_key_ciphertext.is_some(),
         declared_models: provider.declared_models.clone(),
+        local_network: provider.local_network,
         created_at: llooma_core::store::ms_to_rfc3339(provider.created_at_ms),
     }
 }
@@ -141,6 +142,10 @@ pub struct NewProviderRequest {
     /// Models to offer beside those the provider lists.
     #[serde(default)]
     models: Vec<String>,
+    /// Runs on this machine or the local network: its origin may reach loopback and private
+    /// addresses without `PROVIDER_ALLOWED_ORIGINS`.
+    #[serde(default)]
+    local_network: bool,
 }
 
 #[derive(Deserialize)]
@@ -253,6 +258,7 @@ pub async fn create_provider(
         ));
     }
     let base_url = validate_base_url(&body.base_url)?;
+    state.app.check_provider_address(&base_url, body.local_network)?;
     let id = uuid::Uuid::new_v4().to_string();
     let api_key_ciphertext = match body.api_key.filter(|k| !k.expose().is_empty()) {
         Some(key) => Some(encrypt_key(&state, &id, &key)?),
@@ -262,7 +268,13 @@ pub async fn create_provider(
     let mut provider = state
         .app
         .store
-        .create_provider(NewProvider { id, name, base_url, api_key_ciphertext })
+        .create_provider(NewProvider {
+            id,
+            name,
+            base_url,
+            api_key_ciphertext,
+            local_network: body.local_network,
+        })
         .await?;
     if !models.is_empty() {
         state.app.store.set_provider_models(&provider.id, &models).await?;

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use llooma_net::{NetClient, Purpose};
+use llooma_net::{Decision, NetClient, Origin, OutboundPolicy, Purpose, Refusal, Url};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::Provider;
 use llooma_types::{ModelChoice, ProviderModels};
@@ -40,6 +40,7 @@ struct Built {
 struct Fingerprint {
     base_url: String,
     key_ciphertext: Option<String>,
+    local_network: bool,
 }
 
 impl Fingerprint {
@@ -47,12 +48,14 @@ impl Fingerprint {
         Fingerprint {
             base_url: provider.base_url.clone(),
             key_ciphertext: provider.api_key_ciphertext.clone(),
+            local_network: provider.local_network,
         }
     }
 
     fn matches(&self, provider: &Provider) -> bool {
         self.base_url == provider.base_url
             && self.key_ciphertext.as_deref() == provider.api_key_ciphertext.as_deref()
+            && self.local_network == provider.local_network
     }
 }
 
@@ -97,13 +100,57 @@ impl App {
                 .map_err(|e| TurnError::ProviderKey(e.to_string()))?;
             config = config.with_api_key(key);
         }
+        let policy = self.provider_policy(&provider.base_url, provider.local_network);
         let net = config
-            .configure_net_client(NetClient::builder(self.outbound.clone(), Purpose::Provider))
+            .configure_net_client(NetClient::builder(policy, Purpose::Provider))
             .build()
             .map_err(|e| TurnError::Setup(e.to_string()))?;
         let client = ProviderClient::new(net, config)?;
         self.providers.keep(&provider, client.clone());
         Ok(client)
+    }
+
+    /// The outbound policy a provider's client runs under: the server's, and for a provider the
+    /// administrator marked as on this machine or the local network, its own origin as a local
+    /// origin (loopback and private addresses, nothing else; docs/network-policy.md). While
+    /// `PROVIDER_ALLOWED_ORIGINS` is set, that list alone decides.
+    fn provider_policy(&self, base_url: &str, local_network: bool) -> Arc<OutboundPolicy> {
+        let origin = Url::parse(base_url).ok().as_ref().and_then(Origin::of_url);
+        match origin {
+            Some(origin) if local_network => {
+                Arc::new((*self.outbound).clone().with_local_origin(Purpose::Provider, origin))
+            }
+            _ => self.outbound.clone(),
+        }
+    }
+
+    /// Refuses a provider an administrator is adding at `base_url` when it could never be
+    /// reached as asked (`local_network`: marked as on this machine or the local network), with
+    /// what to do. Only an address written as such is judged here; a name is judged on every
+    /// connection, by what it then resolves to. An unmarked provider is judged when used, as it
+    /// always was: one added before the policy allowed it starts working once it does.
+    pub fn check_provider_address(
+        &self,
+        base_url: &str,
+        local_network: bool,
+    ) -> Result<(), AppError> {
+        if !local_network {
+            return Ok(());
+        }
+        let policy = self.provider_policy(base_url, true);
+        let Decision::Refused { reason } = policy.decide_str(Purpose::Provider, base_url) else {
+            return Ok(());
+        };
+        let mut message = format!("The provider's address is refused: {reason}.");
+        if matches!(reason, Refusal::BlockedAddress { .. }) {
+            message.push_str(
+                " A provider on this machine or the local network listens on a loopback or \
+                 private address (127.0.0.1, ::1, 10.x, 172.16-31.x, 192.168.x, 100.64-127.x, \
+                 fc00::/7); link-local addresses, where cloud metadata services answer, are \
+                 never reachable.",
+            );
+        }
+        Err(AppError::Unprocessable { code: "address_refused", message })
     }
 
     /// Drops the kept client of a provider changed or deleted through this replica, so no key
@@ -171,6 +218,7 @@ mod tests {
             base_url: base_url.to_owned(),
             api_key_ciphertext: key.map(str::to_owned),
             declared_models: Vec::new(),
+            local_network: false,
             created_at_ms: 0,
         }
     }

@@ -30,7 +30,7 @@ mod tls;
 pub use check::{AddressCheck, ResolvedAddress, check_address};
 pub use client::{MAX_REDIRECTS, NetClient, NetClientBuilder, NetResponse};
 pub use error::{NetError, PolicyRefusal, RedirectProblem, RedirectRefused};
-pub use llooma_policy::{Decision, OutboundPolicy, PolicyError, Purpose, Refusal};
+pub use llooma_policy::{Decision, Origin, OutboundPolicy, PolicyError, Purpose, Refusal, Url};
 /// The HTTP library's types, for crates that hand [`NetClient::reqwest_client`] to a library (rmcp)
 /// and classify its errors. Building a `Client` from it anywhere else is still forbidden: the
 /// layering check refuses a direct dependency on reqwest outside this crate.

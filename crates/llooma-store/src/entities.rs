@@ -121,6 +121,7 @@ pub mod providers {
         pub created_at_ms: i64,
         pub updated_at_ms: i64,
         pub models_json: Option<String>,
+        pub local_network: bool,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -16,6 +16,9 @@ pub struct Provider {
     pub api_key_ciphertext: Option<String>,
     /// Models the administrator declared (the provider may list more, or none).
     pub declared_models: Vec<String>,
+    /// Marked by the administrator as running on this machine or the local network: its origin
+    /// may reach loopback and private addresses (docs/network-policy.md).
+    pub local_network: bool,
     pub created_at_ms: i64,
 }
 
@@ -26,6 +29,7 @@ impl std::fmt::Debug for Provider {
             .field("name", &self.name)
             .field("base_url", &self.base_url)
             .field("has_key", &self.api_key_ciphertext.is_some())
+            .field("local_network", &self.local_network)
             .finish()
     }
 }
@@ -38,6 +42,7 @@ pub struct NewProvider {
     pub name: String,
     pub base_url: String,
     pub api_key_ciphertext: Option<String>,
+    pub local_network: bool,
 }
 
 impl std::fmt::Debug for NewProvider {
@@ -57,6 +62,7 @@ fn from_model(model: providers::Model) -> Provider {
             .as_deref()
             .and_then(|json| serde_json::from_str(json).ok())
             .unwrap_or_default(),
+        local_network: model.local_network,
         created_at_ms: model.created_at_ms,
     }
 }
@@ -72,6 +78,7 @@ impl Store {
             created_at_ms: Set(now),
             updated_at_ms: Set(now),
             models_json: Set(None),
+            local_network: Set(new.local_network),
         };
         match model.insert(&self.db).await {
             Ok(model) => Ok(from_model(model)),

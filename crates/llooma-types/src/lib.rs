@@ -131,6 +131,9 @@ pub struct ProviderView {
     /// Models the administrator declared, offered beside those the provider lists.
     #[serde(default)]
     pub declared_models: Vec<String>,
+    /// Marked as running on this machine or the local network (docs/network-policy.md).
+    #[serde(default)]
+    pub local_network: bool,
     pub created_at: String,
 }
 

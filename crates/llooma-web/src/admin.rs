@@ -3,11 +3,11 @@
 //! the API and the page is reloaded from the server.
 
 use leptos::prelude::*;
-use llooma_types::{InstanceSettingsView, ProviderView};
+use llooma_types::{AdminMcpServerView, InstanceSettingsView, ProviderView};
 use serde_json::{Value, json};
 
 use crate::app::TopBar;
-use crate::forms::{change, input_value};
+use crate::forms::{RemoveAfterAsking, change, input_value};
 use crate::model::Me;
 use crate::model_choices::{ModelChoices, ModelDatalist};
 
@@ -23,10 +23,148 @@ fn model_list(text: &str) -> Vec<String> {
 pub(crate) fn AdminNav() -> impl IntoView {
     view! {
         <nav class="row admin-nav">
+            <a href="/admin">"What needs doing"</a>
             <a href="/admin/mcp">"MCP servers"</a>
             <a href="/admin/catalogue">"Catalogue"</a>
             <a href="/admin/instance">"Providers and instance"</a>
         </nav>
+    }
+}
+
+/// One thing an administrator should look at, most pressing first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Todo {
+    /// `needed` (nobody can chat without it), `advised` or `note`.
+    pub weight: &'static str,
+    pub title: &'static str,
+    pub detail: String,
+    pub href: &'static str,
+    pub action: &'static str,
+}
+
+/// What needs doing on this instance, most pressing first: without a provider nobody can chat;
+/// without a default model every new conversation waits for a choice; then what is worth a look.
+pub(crate) fn needs_doing(
+    providers: &[ProviderView],
+    settings: &InstanceSettingsView,
+    servers: &[AdminMcpServerView],
+) -> Vec<Todo> {
+    let mut todo = Vec::new();
+    if providers.is_empty() {
+        todo.push(Todo {
+            weight: "needed",
+            title: "Add a model provider",
+            detail: "Nobody can chat until this instance has one: OpenAI, OpenRouter, or an Ollama, llama.cpp, vLLM or LM Studio on this machine.".to_owned(),
+            href: "/admin/instance",
+            action: "Add a provider",
+        });
+    } else if settings.default_model.is_none() {
+        todo.push(Todo {
+            weight: "advised",
+            title: "Choose a default model",
+            detail: "A person's first conversation starts without a model until they pick one; with a default, their first message just works.".to_owned(),
+            href: "/admin/instance",
+            action: "Choose it",
+        });
+    }
+    let suspended = servers.iter().filter(|s| s.server.suspended.is_some()).count();
+    if suspended > 0 {
+        todo.push(Todo {
+            weight: "note",
+            title: "Suspended MCP servers",
+            detail: format!(
+                "{suspended} server{} suspended: lift or remove {}.",
+                if suspended == 1 { " is" } else { "s are" },
+                if suspended == 1 { "it" } else { "them" },
+            ),
+            href: "/admin/mcp",
+            action: "Review servers",
+        });
+    }
+    if settings.registration_open {
+        todo.push(Todo {
+            weight: "note",
+            title: "Registration is open",
+            detail: "Anyone who reaches this instance can create an account. Close it once everyone is in.".to_owned(),
+            href: "/admin/instance",
+            action: "Review",
+        });
+    }
+    if settings.web_search_url.is_none() && !providers.is_empty() {
+        todo.push(Todo {
+            weight: "note",
+            title: "No web search",
+            detail: "Models cannot search the web until a SearXNG address is set.".to_owned(),
+            href: "/admin/instance",
+            action: "Set it",
+        });
+    }
+    todo
+}
+
+/// Admin's first page: what needs doing, then the sections.
+#[component]
+pub fn AdminHome(
+    me: Me,
+    providers: Vec<ProviderView>,
+    settings: InstanceSettingsView,
+    servers: Vec<AdminMcpServerView>,
+) -> impl IntoView {
+    let todo = needs_doing(&providers, &settings, &servers);
+    let nothing = todo.is_empty();
+    view! {
+        <div class="page">
+            <TopBar me=me.clone() />
+            <main class="narrow settings">
+                <h1>"Admin"</h1>
+                <AdminNav />
+                <h2>"What needs doing"</h2>
+                {nothing.then(|| view! { <p class="hint nothing-to-do">"Nothing: this instance is ready."</p> })}
+                <ul class="todo">
+                    {todo
+                        .into_iter()
+                        .map(|t| {
+                            view! {
+                                <li class=format!("card todo-item {}", t.weight)>
+                                    <b class="title">{t.title}</b>
+                                    <p>{t.detail}</p>
+                                    <a
+                                        class=if t.weight == "needed" { "button primary" } else { "button" }
+                                        href=t.href
+                                    >
+                                        {t.action}
+                                    </a>
+                                </li>
+                            }
+                        })
+                        .collect_view()}
+                </ul>
+                <h2>"Sections"</h2>
+                <ul class="sections">
+                    <li>
+                        <a href="/admin/instance">"Providers and instance"</a>
+                        {format!(
+                            " — {} provider{}, registration {}, the default model and prompt.",
+                            providers.len(),
+                            if providers.len() == 1 { "" } else { "s" },
+                            if settings.registration_open { "open" } else { "closed" },
+                        )}
+                    </li>
+                    <li>
+                        <a href="/admin/mcp">"MCP servers"</a>
+                        {format!(
+                            " — {} server{} of every account; who may add them; suspend or remove.",
+                            servers.len(),
+                            if servers.len() == 1 { "" } else { "s" },
+                        )}
+                    </li>
+                    <li>
+                        <a href="/admin/catalogue">"Catalogue"</a>
+                        " — the servers offered to everyone under Settings → Tools → Discover."
+                    </li>
+                </ul>
+            </main>
+        </div>
     }
 }
 
@@ -42,6 +180,7 @@ pub fn AdminInstance(
     let base_url = NodeRef::<leptos::html::Input>::new();
     let key = NodeRef::<leptos::html::Input>::new();
     let models = NodeRef::<leptos::html::Input>::new();
+    let local_network = NodeRef::<leptos::html::Input>::new();
     let search = NodeRef::<leptos::html::Input>::new();
     let prompt = NodeRef::<leptos::html::Textarea>::new();
     let add = {
@@ -53,6 +192,7 @@ pub fn AdminInstance(
                 "name": input_value(name),
                 "baseUrl": input_value(base_url),
                 "models": model_list(&input_value(models)),
+                "localNetwork": local_network.get().is_some_and(|i| i.checked()),
             });
             let key = input_value(key);
             if !key.is_empty() {
@@ -146,6 +286,13 @@ pub fn AdminInstance(
                             "Models to offer besides those it lists (comma-separated)"
                             <input node_ref=models name="models" placeholder="llama3.1:8b" />
                         </label>
+                        <label class="switch">
+                            <input node_ref=local_network type="checkbox" name="local-network" />
+                            "It runs on this machine or my local network (Ollama, llama.cpp, vLLM, LM Studio)"
+                        </label>
+                        <p class="hint">
+                            "Ticked, Llooma may reach this provider's own address on this machine or a private network (never a cloud metadata address); nothing else is opened, for anyone."
+                        </p>
                         <div class="row">
                             <button class="primary add" type="submit">"Add"</button>
                         </div>
@@ -251,12 +398,17 @@ fn ProviderCard(
             change("PUT", format!("{path}/models"), body, csrf.clone(), error, HERE);
         }
     };
-    let remove = move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE);
+    let remove = Callback::new(move |()| {
+        change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+    });
     view! {
         <article class="card provider" data-provider=provider.name.clone()>
             <header class="row">
                 <b class="label">{provider.name.clone()}</b>
                 <span class="meta">{if provider.has_key { "key set" } else { "no key" }}</span>
+                {provider
+                    .local_network
+                    .then(|| view! { <span class="status local">"this machine or local network"</span> })}
             </header>
             <p class="address">{provider.base_url.clone()}</p>
             <label class="stack">
@@ -273,7 +425,10 @@ fn ProviderCard(
                 </span>
             </label>
             <div class="row">
-                <button class="remove" type="button" on:click=remove>"Remove"</button>
+                <RemoveAfterAsking
+                    question="Remove this provider? Conversations using it stop until they choose another."
+                    remove
+                />
             </div>
         </article>
     }

@@ -60,8 +60,16 @@ pub fn App(page: Page) -> impl IntoView {
             <crate::bots::SettingsBots me bots providers personas />
         }
         .into_any(),
-        Page::SettingsPersonas { me, personas, wordings } => view! {
-            <crate::personas::SettingsPersonas me personas wordings />
+        Page::SettingsPersonas { me, personas } => view! {
+            <crate::personas::SettingsPersonas me personas />
+        }
+        .into_any(),
+        Page::SettingsPrompts { me, wordings } => view! {
+            <crate::personas::SettingsPrompts me wordings />
+        }
+        .into_any(),
+        Page::AdminHome { me, providers, settings, servers } => view! {
+            <crate::admin::AdminHome me providers settings servers />
         }
         .into_any(),
         Page::AdminInstance { me, providers, settings } => view! {
@@ -115,8 +123,9 @@ pub(crate) fn TopBar(me: Me) -> impl IntoView {
             <nav class="links">
                 <a href="/settings/tools">"Settings"</a>
                 <a href="/settings/personas">"Personas"</a>
+                <a href="/settings/prompts">"Prompts"</a>
                 <a href="/settings/bots">"Bots"</a>
-                {me.admin.then(|| view! { <a href="/admin/mcp">"Admin"</a> })}
+                {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
             </nav>
             <span class="who">
                 {me.display_name.clone()}

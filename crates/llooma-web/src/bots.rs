@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::api;
 use crate::app::TopBar;
-use crate::forms::{change, input_value};
+use crate::forms::{RemoveAfterAsking, change, input_value};
 use crate::model::Me;
 
 const HERE: &str = "/settings/bots";
@@ -185,7 +185,9 @@ fn BotCard(
             change("PATCH", path.clone(), body, csrf.clone(), error, HERE);
         }
     };
-    let remove = move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE);
+    let remove = Callback::new(move |()| {
+        change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+    });
     let option = |value: &'static str, text: &'static str, current: RwSignal<String>| {
         view! { <option value=value selected=current.get_untracked() == value>{text}</option> }
     };
@@ -340,7 +342,10 @@ fn BotCard(
             </div>
             <div class="row">
                 <button class="primary save" type="button" on:click=save>"Save"</button>
-                <button class="remove" type="button" on:click=remove>"Remove"</button>
+                <RemoveAfterAsking
+                    question="Remove this bot? It stops answering in its rooms."
+                    remove
+                />
             </div>
         </article>
     }

@@ -33,3 +33,37 @@ pub fn input_value(node: NodeRef<leptos::html::Input>) -> String {
 pub fn text_value(node: NodeRef<leptos::html::Textarea>) -> String {
     node.get().map(|t| t.value()).unwrap_or_default()
 }
+
+/// A Remove button that asks first, in place: `question`, then Remove (`.yes`) or Keep (`.no`).
+/// `remove` runs only on the second Remove, so one stray click loses nothing.
+#[component]
+pub fn RemoveAfterAsking(
+    /// What is asked, e.g. "Remove this server and its remembered consent?".
+    #[prop(into)]
+    question: String,
+    /// The word on both buttons.
+    #[prop(default = "Remove")]
+    label: &'static str,
+    remove: Callback<()>,
+) -> impl IntoView {
+    let asking = RwSignal::new(false);
+    view! {
+        <button class="remove" type="button" hidden=move || asking.get() on:click=move |_| asking.set(true)>
+            {label}
+        </button>
+        <span class="confirm" role="group" hidden=move || !asking.get()>
+            <span class="question">{question}</span>
+            <button
+                class="danger yes"
+                type="button"
+                on:click=move |_| {
+                    asking.set(false);
+                    remove.run(());
+                }
+            >
+                {label}
+            </button>
+            <button class="no" type="button" on:click=move |_| asking.set(false)>"Keep"</button>
+        </span>
+    }
+}

@@ -86,14 +86,19 @@ pub enum Page {
         providers: Vec<ProviderChoice>,
         personas: Vec<PersonaView>,
     },
-    /// Settings → Personas (each with what it remembers) and Settings → Prompts.
-    SettingsPersonas {
-        me: Me,
-        personas: Vec<(PersonaView, Vec<MemoryNoteView>)>,
-        wordings: Vec<ToolWordingView>,
-    },
+    /// Settings → Personas, each with what it remembers.
+    SettingsPersonas { me: Me, personas: Vec<(PersonaView, Vec<MemoryNoteView>)> },
+    /// Settings → Prompts: the person's wording of the app's own tools.
+    SettingsPrompts { me: Me, wordings: Vec<ToolWordingView> },
     /// Admin → Providers and instance.
     AdminInstance { me: Me, providers: Vec<ProviderView>, settings: InstanceSettingsView },
+    /// Admin: what needs doing first, then the sections.
+    AdminHome {
+        me: Me,
+        providers: Vec<ProviderView>,
+        settings: InstanceSettingsView,
+        servers: Vec<AdminMcpServerView>,
+    },
     /// Settings → Tools → Discover: the instance's catalogue, searched and filtered by tag.
     Discover {
         me: Me,
@@ -136,8 +141,10 @@ impl Page {
             Page::SettingsTools { .. } => "Settings → Tools · Llooma".to_owned(),
             Page::SettingsBots { .. } => "Settings → Bot integrations · Llooma".to_owned(),
             Page::SettingsPersonas { .. } => "Settings → Personas · Llooma".to_owned(),
+            Page::SettingsPrompts { .. } => "Settings → Prompts · Llooma".to_owned(),
             Page::AdminInstance { .. } => "Admin → Providers and instance · Llooma".to_owned(),
             Page::AdminMcp { .. } => "Admin → MCP servers · Llooma".to_owned(),
+            Page::AdminHome { .. } => "Admin · Llooma".to_owned(),
             Page::Discover { .. } => "Settings → Tools → Discover · Llooma".to_owned(),
             Page::AddServer { .. } => "Add an MCP server · Llooma".to_owned(),
             Page::AdminCatalogue { .. } => "Admin → Catalogue · Llooma".to_owned(),

@@ -1,13 +1,13 @@
 //! Settings → Personas (a name, a prompt, memory on or off, and what each remembers) and
-//! Settings → Prompts (the person's wording of the app's own tools). A change is sent to the API
-//! and the page is reloaded from the server.
+//! Settings → Prompts (the person's wording of the app's own tools), each its own page. A change
+//! is sent to the API and the page is reloaded from the server.
 
 use leptos::prelude::*;
 use llooma_types::{MemoryNoteView, PersonaView, ToolWordingView};
 use serde_json::json;
 
 use crate::app::TopBar;
-use crate::forms::{change, input_value, text_value};
+use crate::forms::{RemoveAfterAsking, change, input_value, text_value};
 use crate::model::Me;
 
 const HERE: &str = "/settings/personas";
@@ -16,7 +16,6 @@ const HERE: &str = "/settings/personas";
 pub fn SettingsPersonas(
     me: Me,
     personas: Vec<(PersonaView, Vec<MemoryNoteView>)>,
-    wordings: Vec<ToolWordingView>,
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
@@ -70,10 +69,24 @@ pub fn SettingsPersonas(
                         view! { <PersonaCard persona notes csrf=csrf.clone() error /> }
                     })
                     .collect_view()}
+            </main>
+        </div>
+    }
+}
+
+#[component]
+pub fn SettingsPrompts(me: Me, wordings: Vec<ToolWordingView>) -> impl IntoView {
+    let csrf = me.csrf_token.clone();
+    let error = RwSignal::new(None::<String>);
+    view! {
+        <div class="page">
+            <TopBar me=me.clone() />
+            <main class="narrow settings">
                 <h1>"Settings → Prompts"</h1>
                 <p class="hint">
                     "How the app's own tools are described to the model. An MCP server's tools are described by their server and are not rewritten here. Empty goes back to the app's wording."
                 </p>
+                <p class="error" role="alert">{move || error.get()}</p>
                 {wordings
                     .into_iter()
                     .map(|wording| view! { <WordingCard wording csrf=csrf.clone() error /> })
@@ -108,7 +121,9 @@ fn PersonaCard(
     };
     let delete = {
         let (csrf, path) = (csrf.clone(), path.clone());
-        move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+        Callback::new(move |()| {
+            change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+        })
     };
     let no_notes = notes.is_empty();
     view! {
@@ -168,7 +183,11 @@ fn PersonaCard(
             </ul>
             <div class="row">
                 <button class="primary save" type="button" on:click=save>"Save"</button>
-                <button class="remove" type="button" on:click=delete>"Delete"</button>
+                <RemoveAfterAsking
+                    question="Delete this persona and everything it remembers?"
+                    label="Delete"
+                    remove=delete
+                />
             </div>
         </article>
     }
@@ -185,7 +204,7 @@ fn WordingCard(
     let save = move |_| {
         error.set(None);
         let body = json!({"description": text_value(text)});
-        change("PUT", path.clone(), body, csrf.clone(), error, HERE);
+        change("PUT", path.clone(), body, csrf.clone(), error, "/settings/prompts");
     };
     let own = wording.description.clone().unwrap_or_default();
     view! {

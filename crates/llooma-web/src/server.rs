@@ -133,6 +133,8 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/admin/catalogue", get(admin_catalogue))
         .route("/settings/bots", get(settings_bots))
         .route("/settings/personas", get(settings_personas))
+        .route("/settings/prompts", get(settings_prompts))
+        .route("/admin", get(admin_home))
         .route("/admin/mcp", get(admin_mcp))
         .route("/admin/instance", get(admin_instance))
         .route("/pkg/{file}", get(client_file))
@@ -686,11 +688,14 @@ async fn settings_personas(State(web): State<Web>, request: Request) -> Response
             let notes: Vec<MemoryNoteView> = web.get(&caller, &path).await?;
             personas.push((persona, notes));
         }
-        Ok(Page::SettingsPersonas {
-            me,
-            personas,
-            wordings: web.get(&caller, "/api/v1/prompts/tools").await?,
-        })
+        Ok(Page::SettingsPersonas { me, personas })
+    })
+    .await
+}
+
+async fn settings_prompts(State(web): State<Web>, request: Request) -> Response {
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
+        Ok(Page::SettingsPrompts { me, wordings: web.get(&caller, "/api/v1/prompts/tools").await? })
     })
     .await
 }
@@ -701,6 +706,18 @@ async fn admin_mcp(State(web): State<Web>, request: Request) -> Response {
         Ok(Page::AdminMcp {
             me,
             users_can_add: settings.users_can_add_mcp_servers,
+            servers: web.get(&caller, "/api/v1/admin/mcp/servers").await?,
+        })
+    })
+    .await
+}
+
+async fn admin_home(State(web): State<Web>, request: Request) -> Response {
+    web.signed_in_page(Caller::of(&request), Who::Administrators, |web, caller, me| async move {
+        Ok(Page::AdminHome {
+            me,
+            providers: web.get(&caller, "/api/v1/admin/providers").await?,
+            settings: web.get(&caller, "/api/v1/admin/settings").await?,
             servers: web.get(&caller, "/api/v1/admin/mcp/servers").await?,
         })
     })

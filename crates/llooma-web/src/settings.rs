@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::api;
 use crate::app::TopBar;
-use crate::forms::{change, input_value};
+use crate::forms::{RemoveAfterAsking, change, input_value};
 use crate::model::Me;
 
 fn status(server: &McpServerView) -> &'static str {
@@ -140,10 +140,7 @@ pub fn SettingsTools(
                             settings.offered,
                         )}
                     </p>
-                    {settings
-                        .budget_warning
-                        .clone()
-                        .map(|warning| view! { <p class="warning">{warning}</p> })}
+                    {budget_note(&settings)}
                     <div class="row">
                         <label for="budget">"The most MCP tools in one request"</label>
                         <input
@@ -325,6 +322,28 @@ pub fn SettingsTools(
 }
 
 /// What "Update tools" found, in a sentence.
+/// Tools in use past which the budget box warns: every one rides along in every request.
+const TOOLS_IN_USE_WARNING: usize = 100;
+
+/// What the budget box says about its size: a warning once more than a hundred tools are in use
+/// (the API's `budgetWarning`), before that only a quiet note that the budget allows more.
+fn budget_note(settings: &McpToolSettingsView) -> Option<AnyView> {
+    let warning = settings.budget_warning.clone()?;
+    Some(if settings.offered > TOOLS_IN_USE_WARNING {
+        view! { <p class="warning">{warning}</p> }.into_any()
+    } else {
+        view! {
+            <p class="hint budget-note">
+                {format!(
+                    "Your budget lets more than {TOOLS_IN_USE_WARNING} tools through; {} are in use today. Past {TOOLS_IN_USE_WARNING} this box warns: each one rides along in every request.",
+                    settings.offered,
+                )}
+            </p>
+        }
+        .into_any()
+    })
+}
+
 fn refresh_words(found: &McpRefreshReport) -> String {
     let list = |names: Vec<String>| {
         if names.is_empty() { "none".to_owned() } else { names.join(", ") }
@@ -432,7 +451,9 @@ fn ServerCard(
         })
         .collect_view();
     let tool_total = detail.tools.len();
-    let remove = move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE);
+    let remove = Callback::new(move |()| {
+        change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+    });
     let state = status(&server);
     view! {
         <article class="card server" data-server=server.id.clone()>
@@ -467,7 +488,10 @@ fn ServerCard(
                     "On"
                 </label>
                 <button class="refresh" type="button" on:click=update>"Update tools"</button>
-                <button class="remove" type="button" on:click=remove>"Remove"</button>
+                <RemoveAfterAsking
+                    question="Remove this server? Its tools leave your conversations and what you always allow of it is forgotten."
+                    remove
+                />
             </div>
             <p class="news">{move || news.get()}</p>
             {move || {
@@ -588,10 +612,14 @@ pub fn AdminMcp(me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView>) -
                         };
                         let remove = {
                             let csrf = csrf.clone();
-                            move |_| {
+                            Callback::new(move |()| {
                                 change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
-                            }
+                            })
                         };
+                        let question = format!(
+                            "Remove {}'s server for good? Suspending keeps it and can be lifted.",
+                            entry.owner_username
+                        );
                         view! {
                             <article
                                 class="card admin-server"
@@ -626,9 +654,7 @@ pub fn AdminMcp(me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView>) -
                                     <button class="suspend" type="button" on:click=toggle>
                                         {if suspended.is_some() { "Lift suspension" } else { "Suspend" }}
                                     </button>
-                                    <button class="remove" type="button" on:click=remove>
-                                        "Remove"
-                                    </button>
+                                    <RemoveAfterAsking question remove />
                                 </div>
                             </article>
                         }

@@ -577,3 +577,88 @@ async fn browser_naming_conversations_with_the_model_is_switched_on_in_settings(
     browser.wait_new_page().await;
     assert_eq!(browser.script(checked).await, json!(true), "kept after the page reloads");
 }
+
+/// A new instance, as its administrator meets it: Admin opens on what needs doing; a model on
+/// the same machine is added from the page alone (no PROVIDER_ALLOWED_ORIGINS, no restart) and
+/// answers; the tool budget says nothing alarming while few tools are in use; Settings → Prompts
+/// is its own page; removing a persona asks first.
+#[tokio::test]
+async fn browser_admin_opens_on_what_needs_doing_and_adds_a_model_on_this_machine_from_the_page() {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[]);
+    let base = server.base.clone();
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    sign_in(&browser, &base, "root").await;
+
+    // Admin first shows what is missing, most pressing first, and leads there.
+    browser.click_text(".topbar a", "Admin").await;
+    browser.wait_text(".todo-item.needed .title", "Add a model provider").await;
+    browser.screenshot("admin-home").await;
+    browser.wait_live().await;
+    browser.click(".todo-item.needed a").await;
+    browser.wait_text("h1", "Admin → Providers and instance").await;
+    browser.wait_live().await;
+
+    // An Ollama-like server on loopback, marked as on this machine.
+    browser.type_into(".add-provider input[name=name]", "Ollama").await;
+    browser.type_into(".add-provider input[name=base-url]", &model.base_url()).await;
+    browser.click(".add-provider input[name=local-network]").await;
+    browser.click(".add-provider button.add").await;
+    browser.wait_text(".card.provider .status.local", "this machine or local network").await;
+    let providers = api.get("/api/v1/admin/providers").await.json;
+    assert_eq!(providers[0]["localNetwork"], true, "{providers}");
+    let provider_id = providers[0]["id"].as_str().unwrap().to_owned();
+
+    // Now the default model is what is left to do; no longer the provider.
+    browser.goto(&format!("{base}/admin")).await;
+    browser.wait_text(".todo-item.advised .title", "Choose a default model").await;
+    assert!(!browser.body_text().await.contains("Add a model provider"));
+
+    // It answers a message sent from the page.
+    let created = api
+        .post("/api/v1/conversations", json!({"providerId": provider_id, "model": "fake-model"}))
+        .await;
+    let id = created.json["id"].as_str().unwrap().to_owned();
+    model.push(Reply::text("Answered from this machine."));
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "hello").await;
+    browser.click("button.send").await;
+    browser.wait_text(".timeline .msg.reply", "Answered from this machine.").await;
+
+    // The tool budget (200 by default) only notes its size while no tool is in use.
+    browser.goto(&format!("{base}/settings/tools")).await;
+    browser.wait_text(".budget-note", "0 are in use").await;
+    assert!(
+        !browser.body_text().await.contains("the cheaper answer"),
+        "the budget warns with no tool in use"
+    );
+
+    // Settings → Prompts is its own page, linked from the top bar.
+    browser.click_text(".topbar a", "Prompts").await;
+    browser.wait_text("h1", "Settings → Prompts").await;
+    browser.find(".card.wording[data-tool=current_date] textarea").await;
+
+    // Deleting a persona asks first; Keep keeps it.
+    let persona = api
+        .post(
+            "/api/v1/personas",
+            json!({"name": "Tutor", "prompt": "Teach.", "memoryEnabled": true}),
+        )
+        .await;
+    assert_eq!(persona.status, 201, "{persona:?}");
+    browser.goto(&format!("{base}/settings/personas")).await;
+    browser.wait_live().await;
+    browser.click(".card.persona button.remove").await;
+    browser.wait_text(".card.persona .confirm .question", "everything it remembers").await;
+    browser.click(".card.persona .confirm button.no").await;
+    browser.wait_text(".card.persona button.remove", "Delete").await;
+    assert_eq!(api.get("/api/v1/personas").await.json.as_array().unwrap().len(), 1);
+    browser.click(".card.persona button.remove").await;
+    browser.click(".card.persona .confirm button.yes").await;
+    browser.wait_text("main", "No persona yet.").await;
+    assert_eq!(api.get("/api/v1/personas").await.json, json!([]));
+}

@@ -164,6 +164,7 @@ async fn a_pause_holds_until_the_owner_changes_something() {
             name: "p".into(),
             base_url: "https://models.example/v1".into(),
             api_key_ciphertext: None,
+            local_network: false,
         })
         .await
         .unwrap();

@@ -98,6 +98,7 @@ async fn prompts_per_model_per_instance_and_tool_wording_are_kept() {
             name: "local".into(),
             base_url: "http://127.0.0.1:1/v1".into(),
             api_key_ciphertext: None,
+            local_network: true,
         })
         .await
         .unwrap();
