@@ -26,6 +26,7 @@ mod m0010_default_model;
 mod m0011_message_search;
 mod m0012_account_preferences;
 mod m0013_local_providers;
+mod m0014_message_touches_conversation;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -47,6 +48,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0011_message_search::Migration),
             Box::new(m0012_account_preferences::Migration),
             Box::new(m0013_local_providers::Migration),
+            Box::new(m0014_message_touches_conversation::Migration),
         ]
     }
 }

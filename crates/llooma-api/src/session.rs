@@ -112,8 +112,8 @@ impl FromRequestParts<AppState> for SignedIn {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let token = session_cookie(&parts.headers).ok_or(ApiError::Unauthenticated)?;
         let hash = token_hash(token);
-        let session =
-            state.app.store.session_by_token_hash(&hash).await?.ok_or(ApiError::Unauthenticated)?;
+        let (session, account) =
+            state.app.store.session_with_account(&hash).await?.ok_or(ApiError::Unauthenticated)?;
         let now = llooma_core::store::now_ms();
         let idle_ms = i64::try_from(state.config.session_idle.as_millis()).unwrap_or(i64::MAX);
         if now >= session.expires_at_ms || now.saturating_sub(session.last_seen_at_ms) >= idle_ms {
@@ -131,12 +131,6 @@ impl FromRequestParts<AppState> for SignedIn {
                 ));
             }
         }
-        let account = state
-            .app
-            .store
-            .account_by_id(&session.account_id)
-            .await?
-            .ok_or(ApiError::Unauthenticated)?;
         if now - session.last_seen_at_ms >= TOUCH_EVERY_MS.min(idle_ms / 4) {
             state.app.store.touch_session(&hash, now).await?;
         }

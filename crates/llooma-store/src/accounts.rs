@@ -56,7 +56,7 @@ pub enum RegisterOutcome {
     Closed,
 }
 
-fn from_model(model: accounts::Model) -> StoreResult<Account> {
+pub(crate) fn from_model(model: accounts::Model) -> StoreResult<Account> {
     let role = Role::parse(&model.role)
         .ok_or_else(|| StoreError::Corrupt(format!("unknown role {:?}", model.role)))?;
     Ok(Account {

@@ -314,6 +314,8 @@ impl Store {
         Ok(())
     }
 
+    /// Adds a message; its conversation's `updated_at_ms` becomes the message's time in the
+    /// same statement (a trigger, migration m0014).
     pub async fn add_message(
         &self,
         conversation_id: &str,
@@ -332,11 +334,6 @@ impl Store {
         }
         .insert(&self.db)
         .await?;
-        conversations::Entity::update_many()
-            .col_expr(conversations::Column::UpdatedAtMs, Expr::value(now))
-            .filter(conversations::Column::Id.eq(conversation_id))
-            .exec(&self.db)
-            .await?;
         Ok(())
     }
 

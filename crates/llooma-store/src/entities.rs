@@ -83,7 +83,21 @@ pub mod sessions {
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-    pub enum Relation {}
+    pub enum Relation {
+        /// The account signed in (read with the session: one query per request).
+        #[sea_orm(
+            belongs_to = "super::accounts::Entity",
+            from = "Column::AccountId",
+            to = "super::accounts::Column::Id"
+        )]
+        Account,
+    }
+
+    impl Related<super::accounts::Entity> for Entity {
+        fn to() -> RelationDef {
+            Relation::Account.def()
+        }
+    }
 
     impl ActiveModelBehavior for ActiveModel {}
 }

@@ -4,7 +4,8 @@
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
 
-use crate::entities::sessions;
+use crate::Account;
+use crate::entities::{accounts, sessions};
 use crate::{Store, StoreResult};
 
 /// A stored session.
@@ -74,6 +75,24 @@ impl Store {
 
     pub async fn session_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Session>> {
         Ok(sessions::Entity::find_by_id(token_hash.to_owned()).one(&self.db).await?.map(from_model))
+    }
+
+    /// A session with its account, in one query (every signed-in request asks this first).
+    /// `None` when either is gone.
+    pub async fn session_with_account(
+        &self,
+        token_hash: &str,
+    ) -> StoreResult<Option<(Session, Account)>> {
+        let found = sessions::Entity::find_by_id(token_hash.to_owned())
+            .find_also_related(accounts::Entity)
+            .one(&self.db)
+            .await?;
+        match found {
+            Some((session, Some(account))) => {
+                Ok(Some((from_model(session), crate::accounts::from_model(account)?)))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// Of `token_hashes`, those whose session still stands at `now_ms` (not removed, not past its
