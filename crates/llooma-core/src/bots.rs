@@ -255,6 +255,7 @@ impl Responder for TurnResponder {
             })
             .collect();
         let plan = TurnPlan {
+            provider: None,
             account_id: b.account_id.clone(),
             provider_id,
             request: TurnRequest {

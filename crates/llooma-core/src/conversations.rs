@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use llooma_store::{Conversation, ConversationPatch};
+use llooma_store::{Conversation, ConversationPatch, TurnContext};
 use llooma_types::{
     ConversationDetail, ConversationView, EndState, MessageView, Reply, StepState, TurnEvent,
     TurnStarted,
@@ -409,7 +409,21 @@ impl App {
         conversation_id: &str,
         message: NewMessage,
     ) -> Result<String, AppError> {
-        let conversation = self.conversation(account_id, conversation_id).await?;
+        // Everything the turn is built from, read at once and before it starts, so a failure
+        // here leaves no turn behind.
+        let TurnContext {
+            conversation,
+            tool_settings: settings,
+            instance,
+            persona,
+            model_prompt,
+            titles_from_model,
+            provider,
+        } = self
+            .store
+            .turn_context(account_id, conversation_id)
+            .await?
+            .ok_or(AppError::NotFound)?;
         let content = message.content.trim();
         if content.is_empty() || content.len() > MAX_MESSAGE_BYTES {
             return Err(AppError::invalid(
@@ -443,15 +457,6 @@ impl App {
             let what = ChosenWhat::Prompt(p.name, p.arguments);
             chosen.push(Chosen { label, address, token, what });
         }
-        // Everything the turn is built from is read before it starts, so a failure here leaves
-        // no turn behind.
-        let settings = self.store.tool_settings(account_id).await?;
-        let instance = self.store.instance_settings().await?;
-        let persona = match &conversation.persona_id {
-            Some(persona_id) => self.store.persona(account_id, persona_id).await?,
-            None => None,
-        };
-        let model_prompt = self.store.model_prompt(&provider_id, &model).await?;
         let mut stored = self.store.messages(conversation_id).await?;
         if let Some(turn) = &message.replaces {
             // The model reads the conversation as it was before the replaced message.
@@ -480,9 +485,8 @@ impl App {
         );
 
         // The first exchange of an untitled conversation may be named by the model afterwards.
-        let name_by_model = conversation.title == UNTITLED
-            && history.len() == 1
-            && self.store.preferences(account_id).await?.titles_from_model;
+        let name_by_model =
+            conversation.title == UNTITLED && history.len() == 1 && titles_from_model;
 
         let turn_id = self.store.start_turn(conversation_id, &self.turns.replica_id).await?;
         let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
@@ -513,6 +517,7 @@ impl App {
         let plan = TurnPlan {
             account_id: account_id.to_owned(),
             provider_id,
+            provider,
             request: TurnRequest {
                 model,
                 system_prompt: Some(system_prompt),

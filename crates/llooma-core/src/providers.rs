@@ -86,6 +86,15 @@ impl App {
             self.providers.forget(provider_id);
             return Err(TurnError::ProviderRemoved);
         };
+        self.provider_client_for(provider)
+    }
+
+    /// The client for a provider's row just read: the kept one while the row's address, key
+    /// and mark are unchanged, otherwise a new one.
+    pub(crate) fn provider_client_for(
+        &self,
+        provider: Provider,
+    ) -> Result<ProviderClient, TurnError> {
         if let Some(client) = self.providers.cached(&provider) {
             return Ok(client);
         }

@@ -4,7 +4,7 @@
 
 use llooma_approval_broker::Context;
 use llooma_consent::PermissionMode;
-use llooma_store::Store;
+use llooma_store::{Provider, Store};
 use tokio::sync::watch;
 
 use crate::builtins::StoreMemory;
@@ -38,6 +38,9 @@ pub(crate) enum McpUse {
 pub(crate) struct TurnPlan {
     pub account_id: String,
     pub provider_id: String,
+    /// The provider's row when it was read with the rest of the turn's context; otherwise it
+    /// is read when the turn starts.
+    pub provider: Option<Provider>,
     /// Model, system prompt, history and attachments; the rounds are set here.
     pub request: TurnRequest,
     pub tools: AppTools,
@@ -58,7 +61,11 @@ impl App {
         stop: watch::Receiver<bool>,
     ) -> TurnEnd {
         let failed = |error: TurnError| TurnEnd::Failed { text: String::new(), error };
-        let provider = match self.provider_client(&plan.provider_id).await {
+        let client = match plan.provider.take() {
+            Some(row) => self.provider_client_for(row),
+            None => self.provider_client(&plan.provider_id).await,
+        };
+        let provider = match client {
             Ok(provider) => provider,
             Err(error) => return failed(error),
         };

@@ -62,7 +62,7 @@ pub struct ConversationPatch {
     pub persona_id: Option<Option<String>>,
 }
 
-fn conversation(m: conversations::Model) -> Conversation {
+pub(crate) fn conversation(m: conversations::Model) -> Conversation {
     Conversation {
         id: m.id,
         account_id: m.account_id,

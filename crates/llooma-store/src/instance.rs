@@ -6,7 +6,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use crate::entities::{instance_settings, instance_state};
 use crate::{Store, StoreError, StoreResult, now_ms};
 
-const ROW: i32 = 1;
+pub(crate) const ROW: i32 = 1;
 
 /// Facts about the instance that no person edits.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -22,6 +22,7 @@ mod preferences;
 mod providers;
 mod secrets;
 mod sessions;
+mod turn_context;
 
 use std::time::Duration;
 
@@ -43,6 +44,7 @@ pub use preferences::Preferences;
 pub use providers::{NewProvider, Provider};
 pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
 pub use sessions::{NewSession, Session};
+pub use turn_context::TurnContext;
 
 /// Errors from the database, in words an operator can act on.
 #[derive(Debug, thiserror::Error)]

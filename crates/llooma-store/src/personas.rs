@@ -39,7 +39,7 @@ pub struct MemoryNote {
     pub created_at_ms: i64,
 }
 
-fn persona(m: personas::Model) -> Persona {
+pub(crate) fn persona(m: personas::Model) -> Persona {
     Persona {
         id: m.id,
         account_id: m.account_id,

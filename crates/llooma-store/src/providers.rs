@@ -51,7 +51,7 @@ impl std::fmt::Debug for NewProvider {
     }
 }
 
-fn from_model(model: providers::Model) -> Provider {
+pub(crate) fn from_model(model: providers::Model) -> Provider {
     Provider {
         id: model.id,
         name: model.name,

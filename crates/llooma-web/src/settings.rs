@@ -140,7 +140,12 @@ pub fn SettingsTools(
                             settings.offered,
                         )}
                     </p>
-                    {budget_note(&settings)}
+                    {budget_note(&settings)
+                        .map(|(warns, text)| {
+                            view! {
+                                <p class=if warns { "warning" } else { "hint budget-note" }>{text}</p>
+                            }
+                        })}
                     <div class="row">
                         <label for="budget">"The most MCP tools in one request"</label>
                         <input
@@ -325,22 +330,23 @@ pub fn SettingsTools(
 /// Tools in use past which the budget box warns: every one rides along in every request.
 const TOOLS_IN_USE_WARNING: usize = 100;
 
-/// What the budget box says about its size: a warning once more than a hundred tools are in use
-/// (the API's `budgetWarning`), before that only a quiet note that the budget allows more.
-fn budget_note(settings: &McpToolSettingsView) -> Option<AnyView> {
+/// What the budget box says about its size: a warning (`true`, the API's `budgetWarning`) once
+/// more than a hundred tools are in use, before that only a quiet note that the budget allows
+/// more; nothing for a budget of a hundred or less.
+fn budget_note(settings: &McpToolSettingsView) -> Option<(bool, String)> {
     let warning = settings.budget_warning.clone()?;
     Some(if settings.offered > TOOLS_IN_USE_WARNING {
-        view! { <p class="warning">{warning}</p> }.into_any()
+        (true, warning)
     } else {
-        view! {
-            <p class="hint budget-note">
-                {format!(
-                    "Your budget lets more than {TOOLS_IN_USE_WARNING} tools through; {} are in use today. Past {TOOLS_IN_USE_WARNING} this box warns: each one rides along in every request.",
-                    settings.offered,
-                )}
-            </p>
-        }
-        .into_any()
+        (
+            false,
+            format!(
+                "Your budget lets more than {TOOLS_IN_USE_WARNING} tools through; {} are in use \
+                 today. Past {TOOLS_IN_USE_WARNING} this box warns: each one rides along in every \
+                 request.",
+                settings.offered,
+            ),
+        )
     })
 }
 
@@ -662,5 +668,32 @@ pub fn AdminMcp(me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView>) -
                     .collect_view()}
             </main>
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(budget: u32, offered: usize) -> McpToolSettingsView {
+        McpToolSettingsView {
+            tool_budget: budget,
+            mcp_everywhere: false,
+            announce_mode: false,
+            budget_warning: (budget > 100).then(|| "rides along in every request".to_owned()),
+            switched_on: offered,
+            offered,
+            left_out: Vec::new(),
+            can_add_servers: true,
+        }
+    }
+
+    #[test]
+    fn the_budget_box_warns_only_past_a_hundred_tools_in_use() {
+        assert_eq!(budget_note(&settings(100, 100)), None, "a budget of 100 or less says nothing");
+        let (warns, few) = budget_note(&settings(200, 12)).unwrap();
+        assert!(!warns && few.contains("12 are in use"), "{few}");
+        let (warns, many) = budget_note(&settings(200, 101)).unwrap();
+        assert!(warns && many.contains("rides along in every request"), "{many}");
     }
 }

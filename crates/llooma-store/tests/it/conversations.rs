@@ -90,3 +90,58 @@ async fn the_sessions_still_standing_are_told_in_one_read() {
     let standing = store.sessions_standing(&asked, now, 10_000).await.unwrap();
     assert_eq!(standing, ["fresh".to_owned()].into());
 }
+
+#[tokio::test]
+async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
+    use llooma_store::{ConversationPatch, NewProvider, Preferences, ToolSettings};
+
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let bob = account(&store, "bob").await;
+
+    // A bare conversation: the defaults, no persona, no provider.
+    let bare = store.create_conversation(&alice, "bare", None, None).await.unwrap();
+    let context = store.turn_context(&alice, &bare.id).await.unwrap().unwrap();
+    assert_eq!(context.conversation, bare);
+    assert_eq!(context.tool_settings, ToolSettings::default());
+    assert_eq!(context.instance, store.instance_settings().await.unwrap());
+    assert_eq!((context.persona, context.model_prompt, context.provider), (None, None, None));
+    assert!(!context.titles_from_model);
+    // Another account's conversation is not found.
+    assert!(store.turn_context(&bob, &bare.id).await.unwrap().is_none());
+
+    // Everything set.
+    store
+        .create_provider(NewProvider {
+            id: "p1".into(),
+            name: "local".into(),
+            base_url: "http://127.0.0.1:11434/v1".into(),
+            api_key_ciphertext: Some("v1.k.sealed".into()),
+            local_network: true,
+        })
+        .await
+        .unwrap();
+    store.set_provider_models("p1", &["small".to_owned()]).await.unwrap();
+    store.set_model_prompt("p1", "small", Some("Be small.")).await.unwrap();
+    let tools = ToolSettings { tool_budget: 42, mcp_everywhere: true, announce_mode: true };
+    store.set_tool_settings(&alice, &tools).await.unwrap();
+    store.set_preferences(&alice, Preferences { titles_from_model: true }).await.unwrap();
+    let persona = store.create_persona(&alice, "Tutor", "Teach.", true).await.unwrap();
+    let full = store
+        .create_conversation(&alice, "full", Some("p1".into()), Some("small".into()))
+        .await
+        .unwrap();
+    let patch =
+        ConversationPatch { persona_id: Some(Some(persona.id.clone())), ..Default::default() };
+    store.update_conversation(&alice, &full.id, patch).await.unwrap();
+
+    let context = store.turn_context(&alice, &full.id).await.unwrap().unwrap();
+    assert_eq!(context.conversation, store.conversation(&alice, &full.id).await.unwrap().unwrap());
+    assert_eq!(context.tool_settings, tools);
+    assert_eq!(context.persona, Some(persona));
+    assert_eq!(context.model_prompt.as_deref(), Some("Be small."));
+    assert!(context.titles_from_model);
+    assert_eq!(context.provider, store.provider("p1").await.unwrap());
+    assert!(context.provider.unwrap().local_network);
+}

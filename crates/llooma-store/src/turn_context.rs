@@ -1,0 +1,139 @@
+//! Everything a conversation's turn is set up from, read in one query: the conversation, its
+//! account's tool settings and preferences, the instance's settings, the persona, the model's
+//! own prompt and the provider's row. A turn used to read them one by one; each read is a round
+//! trip to the database (on SQLite, two thread hand-offs), and a turn's cost was mostly those.
+
+use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
+
+use crate::conversations::{Conversation, conversation};
+use crate::entities::{conversations, personas, providers};
+use crate::instance::ROW;
+use crate::personas::{Persona, persona};
+use crate::providers::{Provider, from_model as provider};
+use crate::{InstanceSettings, Store, StoreError, StoreResult, ToolSettings};
+
+/// What [`Store::turn_context`] reads.
+#[derive(Clone, Debug)]
+pub struct TurnContext {
+    pub conversation: Conversation,
+    pub tool_settings: ToolSettings,
+    pub instance: InstanceSettings,
+    /// The conversation's persona, if it has one and it is still the account's.
+    pub persona: Option<Persona>,
+    /// The administrator's prompt for the conversation's model, if any.
+    pub model_prompt: Option<String>,
+    /// The account's preference: a new conversation is named by the model.
+    pub titles_from_model: bool,
+    /// The conversation's provider, if it has one and it still exists.
+    pub provider: Option<Provider>,
+}
+
+/// The joined columns of other tables carry a prefix, so none shadows a conversation's.
+const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c.mcp_enabled, \
+    c.created_at_ms, c.updated_at_ms, c.persona_id, \
+    i.registration_open AS i_registration_open, \
+    i.users_can_add_mcp_servers AS i_users_can_add_mcp_servers, \
+    i.web_search_url AS i_web_search_url, i.system_prompt AS i_system_prompt, \
+    i.default_provider_id AS i_default_provider_id, i.default_model AS i_default_model, \
+    t.tool_budget AS t_tool_budget, t.mcp_everywhere AS t_mcp_everywhere, \
+    t.announce_mode AS t_announce_mode, \
+    mp.prompt AS model_prompt, \
+    p.id AS p_id, p.account_id AS p_account_id, p.name AS p_name, p.prompt AS p_prompt, \
+    p.memory_enabled AS p_memory_enabled, p.created_at_ms AS p_created_at_ms, \
+    p.updated_at_ms AS p_updated_at_ms, \
+    ap.titles_from_model AS titles_from_model, \
+    pr.id AS pr_id, pr.name AS pr_name, pr.base_url AS pr_base_url, \
+    pr.api_key_ciphertext AS pr_api_key_ciphertext, pr.created_at_ms AS pr_created_at_ms, \
+    pr.updated_at_ms AS pr_updated_at_ms, pr.models_json AS pr_models_json, \
+    pr.local_network AS pr_local_network \
+    FROM conversations c \
+    LEFT JOIN instance_settings i ON i.id = ? \
+    LEFT JOIN account_tool_settings t ON t.account_id = c.account_id \
+    LEFT JOIN model_prompts mp ON mp.provider_id = c.provider_id AND mp.model = c.model \
+    LEFT JOIN personas p ON p.id = c.persona_id AND p.account_id = c.account_id \
+    LEFT JOIN account_preferences ap ON ap.account_id = c.account_id \
+    LEFT JOIN providers pr ON pr.id = c.provider_id \
+    WHERE c.id = ? AND c.account_id = ?";
+
+/// `?` placeholders numbered for Postgres (`$1`, `$2`, …); SQLite takes them as written.
+fn placeholders(backend: DbBackend, sql: &str) -> String {
+    if backend != DbBackend::Postgres {
+        return sql.to_owned();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Store {
+    /// Everything a turn of one of the account's conversations is set up from, in one query;
+    /// `None` when the account has no such conversation.
+    pub async fn turn_context(
+        &self,
+        account_id: &str,
+        conversation_id: &str,
+    ) -> StoreResult<Option<TurnContext>> {
+        let backend = self.db.get_database_backend();
+        let values: [sea_orm::Value; 3] = [ROW.into(), conversation_id.into(), account_id.into()];
+        let statement = Statement::from_sql_and_values(backend, placeholders(backend, SQL), values);
+        let Some(row) = self.db.query_one_raw(statement).await? else {
+            return Ok(None);
+        };
+        Ok(Some(read(&row)?))
+    }
+}
+
+fn read(row: &QueryResult) -> StoreResult<TurnContext> {
+    let conversation = conversation(conversations::Model::from_query_result(row, "")?);
+    let registration_open: Option<bool> = row.try_get("", "i_registration_open")?;
+    let Some(registration_open) = registration_open else {
+        return Err(StoreError::Corrupt("the instance_settings row is missing".into()));
+    };
+    let default_provider: Option<String> = row.try_get("", "i_default_provider_id")?;
+    let default_model: Option<String> = row.try_get("", "i_default_model")?;
+    let instance = InstanceSettings {
+        registration_open,
+        users_can_add_mcp_servers: row.try_get("", "i_users_can_add_mcp_servers")?,
+        web_search_url: row.try_get("", "i_web_search_url")?,
+        system_prompt: row.try_get("", "i_system_prompt")?,
+        default_model: default_provider.zip(default_model),
+    };
+    let budget: Option<i64> = row.try_get("", "t_tool_budget")?;
+    let tool_settings = match budget {
+        Some(budget) => ToolSettings {
+            tool_budget: u32::try_from(budget).unwrap_or(u32::MAX),
+            mcp_everywhere: row.try_get("", "t_mcp_everywhere")?,
+            announce_mode: row.try_get("", "t_announce_mode")?,
+        },
+        None => ToolSettings::default(),
+    };
+    let persona_id: Option<String> = row.try_get("", "p_id")?;
+    let persona = match persona_id {
+        Some(_) => Some(persona(personas::Model::from_query_result(row, "p_")?)),
+        None => None,
+    };
+    let provider_id: Option<String> = row.try_get("", "pr_id")?;
+    let provider = match provider_id {
+        Some(_) => Some(provider(providers::Model::from_query_result(row, "pr_")?)),
+        None => None,
+    };
+    let titles_from_model: Option<bool> = row.try_get("", "titles_from_model")?;
+    Ok(TurnContext {
+        conversation,
+        tool_settings,
+        instance,
+        persona,
+        model_prompt: row.try_get("", "model_prompt")?,
+        titles_from_model: titles_from_model.unwrap_or(false),
+        provider,
+    })
+}
