@@ -106,6 +106,15 @@ pub fn App(page: Page) -> impl IntoView {
     }
 }
 
+/// A tab title without the "(N waiting) " this page puts in front of it.
+fn without_waiting_count(title: &str) -> &str {
+    title
+        .strip_prefix('(')
+        .and_then(|rest| rest.split_once(" waiting) "))
+        .filter(|(count, _)| !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(title, |(_, title)| title)
+}
+
 /// The bar on top of every signed-in page: home, who is signed in, sign out.
 #[component]
 pub(crate) fn TopBar(me: Me) -> impl IntoView {
@@ -1110,14 +1119,14 @@ fn ApprovalCards(
     });
     stream::open(&CARD_NEWS, on, follow, Rc::new(move |up| live.set(up)));
     api::every_second(move || now.set(api::now_ms()));
-    // The tab's title says when cards wait, so a card is not missed from another tab.
-    let page_title = StoredValue::new(None::<String>);
+    // The tab's title says when cards wait, so a card is not missed from another tab. The
+    // title under the count is read each time (a rename from the sidebar changes it).
     Effect::new(move |_| {
         let waiting = cards.with(Vec::len);
-        let title = page_title.with_value(Clone::clone).unwrap_or_else(api::title);
-        page_title.set_value(Some(title.clone()));
+        let current = api::title();
+        let title = without_waiting_count(&current);
         if waiting == 0 {
-            api::set_title(&title);
+            api::set_title(title);
         } else {
             api::set_title(&format!("({waiting} waiting) {title}"));
         }
@@ -1272,5 +1281,18 @@ fn on_card_event(cards: RwSignal<Vec<ApprovalCardView>>, name: &str, data: &Valu
             cards.update(|list| list.retain(|c| c.id != id));
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_waiting_count;
+
+    #[test]
+    fn the_waiting_count_is_taken_off_a_title_and_only_it() {
+        assert_eq!(without_waiting_count("(2 waiting) Trip · Llooma"), "Trip · Llooma");
+        assert_eq!(without_waiting_count("Trip · Llooma"), "Trip · Llooma");
+        assert_eq!(without_waiting_count("(draft) Trip"), "(draft) Trip");
+        assert_eq!(without_waiting_count("( waiting) Trip"), "( waiting) Trip");
     }
 }
