@@ -1394,8 +1394,14 @@ async fn with_titles_from_model_on_a_new_conversation_is_named_by_the_model_afte
     assert_eq!(tab.get(&path).await.json["conversation"]["title"], "Brest tide times");
 }
 
-/// Reads a conversation's stream until its turn ends: the state and the error, if any.
-async fn turn_end(events: &mut Events) -> (String, Option<String>) {
+/// A new conversation on `provider` (its answer's `id`) asked "hi": the conversation's id, how
+/// the turn ended and its error, if any.
+async fn ask_once(tab: &mut Tab, provider: &Value) -> (String, String, Option<String>) {
+    let body = json!({"providerId": provider["id"], "model": "fake-model"});
+    let conversation = tab.post("/api/v1/conversations", body).await;
+    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    let mut events = Events::open(tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi"})).await;
     let mut error = None;
     loop {
         let (name, data) = events.next().await;
@@ -1403,7 +1409,7 @@ async fn turn_end(events: &mut Events) -> (String, Option<String>) {
             error = data["message"].as_str().map(str::to_owned);
         }
         if name == "end" {
-            return (data["state"].as_str().unwrap_or_default().to_owned(), error);
+            return (id, data["state"].as_str().unwrap_or_default().to_owned(), error);
         }
     }
 }
@@ -1424,16 +1430,7 @@ async fn an_administrator_adds_a_provider_on_this_machine_without_editing_the_en
         .await;
     assert_eq!(plain.status, 201, "{plain:?}");
     assert_eq!(plain.json["localNetwork"], false);
-    let conversation = root
-        .post(
-            "/api/v1/conversations",
-            json!({"providerId": plain.json["id"], "model": "fake-model"}),
-        )
-        .await;
-    let id = conversation.json["id"].as_str().unwrap().to_owned();
-    let mut events = Events::open(&root, &format!("/api/v1/conversations/{id}/events"), None).await;
-    root.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi"})).await;
-    let (state, error) = turn_end(&mut events).await;
+    let (_, state, error) = ask_once(&mut root, &plain.json).await;
     assert_eq!(state, "failed");
     let error = error.expect("an error event");
     assert!(error.contains("PROVIDER_ALLOWED_ORIGINS"), "{error}");
@@ -1456,16 +1453,7 @@ async fn an_administrator_adds_a_provider_on_this_machine_without_editing_the_en
             .iter()
             .any(|p| p["name"] == "ollama" && p["localNetwork"] == true)
     );
-    let conversation = root
-        .post(
-            "/api/v1/conversations",
-            json!({"providerId": local.json["id"], "model": "fake-model"}),
-        )
-        .await;
-    let id = conversation.json["id"].as_str().unwrap().to_owned();
-    let mut events = Events::open(&root, &format!("/api/v1/conversations/{id}/events"), None).await;
-    root.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "hi"})).await;
-    let (state, error) = turn_end(&mut events).await;
+    let (id, state, error) = ask_once(&mut root, &local.json).await;
     assert_eq!(state, "done", "{error:?}");
     let detail = root.get(&format!("/api/v1/conversations/{id}")).await.json;
     assert!(detail.to_string().contains("Hello from the box under the desk."), "{detail}");
