@@ -256,6 +256,7 @@ impl Responder for TurnResponder {
             .collect();
         let plan = TurnPlan {
             provider: None,
+            tool_wordings: None,
             account_id: b.account_id.clone(),
             provider_id,
             request: TurnRequest {

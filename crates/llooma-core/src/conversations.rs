@@ -419,6 +419,7 @@ impl App {
             model_prompt,
             titles_from_model,
             provider,
+            tool_wordings,
         } = self
             .store
             .turn_context(account_id, conversation_id)
@@ -518,6 +519,7 @@ impl App {
             account_id: account_id.to_owned(),
             provider_id,
             provider,
+            tool_wordings: Some(tool_wordings),
             request: TurnRequest {
                 model,
                 system_prompt: Some(system_prompt),

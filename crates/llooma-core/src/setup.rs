@@ -41,6 +41,9 @@ pub(crate) struct TurnPlan {
     /// The provider's row when it was read with the rest of the turn's context; otherwise it
     /// is read when the turn starts.
     pub provider: Option<Provider>,
+    /// The account's wording of the app's tools, when read with the turn's context; otherwise
+    /// read when the turn starts.
+    pub tool_wordings: Option<Vec<(String, String)>>,
     /// Model, system prompt, history and attachments; the rounds are set here.
     pub request: TurnRequest,
     pub tools: AppTools,
@@ -69,7 +72,11 @@ impl App {
             Ok(provider) => provider,
             Err(error) => return failed(error),
         };
-        let descriptions = match self.store.tool_wordings(&plan.account_id).await {
+        let wordings = match plan.tool_wordings.take() {
+            Some(wordings) => Ok(wordings),
+            None => self.store.tool_wordings(&plan.account_id).await,
+        };
+        let descriptions = match wordings {
             Ok(wordings) => wordings.into_iter().collect(),
             Err(error) => return failed(error.into()),
         };

@@ -1,6 +1,6 @@
 //! Everything a conversation's turn is set up from, read in one query: the conversation, its
-//! account's tool settings and preferences, the instance's settings, the persona, the model's
-//! own prompt and the provider's row. A turn used to read them one by one; each read is a round
+//! account's tool settings, preferences and wording of the app's tools, the instance's
+//! settings, the persona, the model's own prompt and the provider's row. A turn used to read them one by one; each read is a round
 //! trip to the database (on SQLite, two thread hand-offs), and a turn's cost was mostly those.
 
 use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
@@ -26,6 +26,8 @@ pub struct TurnContext {
     pub titles_from_model: bool,
     /// The conversation's provider, if it has one and it still exists.
     pub provider: Option<Provider>,
+    /// The account's wording of the app's own tools: (tool, description).
+    pub tool_wordings: Vec<(String, String)>,
 }
 
 /// The joined columns of other tables carry a prefix, so none shadows a conversation's.
@@ -45,7 +47,8 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     pr.id AS pr_id, pr.name AS pr_name, pr.base_url AS pr_base_url, \
     pr.api_key_ciphertext AS pr_api_key_ciphertext, pr.created_at_ms AS pr_created_at_ms, \
     pr.updated_at_ms AS pr_updated_at_ms, pr.models_json AS pr_models_json, \
-    pr.local_network AS pr_local_network \
+    pr.local_network AS pr_local_network, \
+    {wordings} AS wordings \
     FROM conversations c \
     LEFT JOIN instance_settings i ON i.id = ? \
     LEFT JOIN account_tool_settings t ON t.account_id = c.account_id \
@@ -54,6 +57,19 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     LEFT JOIN account_preferences ap ON ap.account_id = c.account_id \
     LEFT JOIN providers pr ON pr.id = c.provider_id \
     WHERE c.id = ? AND c.account_id = ?";
+
+/// The account's tool wordings as one JSON array of `[tool, description]`, in each engine's
+/// words.
+const WORDINGS_SQLITE: &str = "(SELECT json_group_array(json_array(w.tool, w.description)) \
+    FROM tool_wordings w WHERE w.account_id = c.account_id)";
+const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.tool, \
+    w.description))::text, '[]') FROM tool_wordings w WHERE w.account_id = c.account_id)";
+
+/// The query for `backend`: its wordings expression, and `?` numbered for Postgres.
+fn sql(backend: DbBackend) -> String {
+    let wordings = if backend == DbBackend::Postgres { WORDINGS_POSTGRES } else { WORDINGS_SQLITE };
+    placeholders(backend, &SQL.replace("{wordings}", wordings))
+}
 
 /// `?` placeholders numbered for Postgres (`$1`, `$2`, …); SQLite takes them as written.
 fn placeholders(backend: DbBackend, sql: &str) -> String {
@@ -84,7 +100,7 @@ impl Store {
     ) -> StoreResult<Option<TurnContext>> {
         let backend = self.db.get_database_backend();
         let values: [sea_orm::Value; 3] = [ROW.into(), conversation_id.into(), account_id.into()];
-        let statement = Statement::from_sql_and_values(backend, placeholders(backend, SQL), values);
+        let statement = Statement::from_sql_and_values(backend, sql(backend), values);
         let Some(row) = self.db.query_one_raw(statement).await? else {
             return Ok(None);
         };
@@ -127,6 +143,13 @@ fn read(row: &QueryResult) -> StoreResult<TurnContext> {
         None => None,
     };
     let titles_from_model: Option<bool> = row.try_get("", "titles_from_model")?;
+    let wordings: Option<String> = row.try_get("", "wordings")?;
+    let mut tool_wordings: Vec<(String, String)> = match wordings {
+        Some(json) => serde_json::from_str(&json)
+            .map_err(|e| StoreError::Corrupt(format!("tool wordings as JSON: {e}")))?,
+        None => Vec::new(),
+    };
+    tool_wordings.sort();
     Ok(TurnContext {
         conversation,
         tool_settings,
@@ -135,5 +158,6 @@ fn read(row: &QueryResult) -> StoreResult<TurnContext> {
         model_prompt: row.try_get("", "model_prompt")?,
         titles_from_model: titles_from_model.unwrap_or(false),
         provider,
+        tool_wordings,
     })
 }

@@ -108,6 +108,7 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     assert_eq!(context.instance, store.instance_settings().await.unwrap());
     assert_eq!((context.persona, context.model_prompt, context.provider), (None, None, None));
     assert!(!context.titles_from_model);
+    assert!(context.tool_wordings.is_empty());
     // Another account's conversation is not found.
     assert!(store.turn_context(&bob, &bare.id).await.unwrap().is_none());
 
@@ -127,6 +128,8 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     let tools = ToolSettings { tool_budget: 42, mcp_everywhere: true, announce_mode: true };
     store.set_tool_settings(&alice, &tools).await.unwrap();
     store.set_preferences(&alice, Preferences { titles_from_model: true }).await.unwrap();
+    store.set_tool_wording(&alice, "web_search", Some("Search it, \"quoted\".")).await.unwrap();
+    store.set_tool_wording(&alice, "current_date", Some("The date.")).await.unwrap();
     let persona = store.create_persona(&alice, "Tutor", "Teach.", true).await.unwrap();
     let full = store
         .create_conversation(&alice, "full", Some("p1".into()), Some("small".into()))
@@ -144,4 +147,6 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     assert!(context.titles_from_model);
     assert_eq!(context.provider, store.provider("p1").await.unwrap());
     assert!(context.provider.unwrap().local_network);
+    assert_eq!(context.tool_wordings, store.tool_wordings(&alice).await.unwrap());
+    assert_eq!(context.tool_wordings.len(), 2);
 }
