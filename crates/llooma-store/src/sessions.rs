@@ -73,10 +73,6 @@ impl Store {
         Ok(from_model(model.insert(&self.db).await?))
     }
 
-    pub async fn session_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Session>> {
-        Ok(sessions::Entity::find_by_id(token_hash.to_owned()).one(&self.db).await?.map(from_model))
-    }
-
     /// A session with its account, in one query (every signed-in request asks this first).
     /// `None` when either is gone.
     pub async fn session_with_account(

@@ -3,6 +3,8 @@
 //! settings, the persona, the model's own prompt and the provider's row. A turn used to read them one by one; each read is a round
 //! trip to the database (on SQLite, two thread hand-offs), and a turn's cost was mostly those.
 
+use std::sync::OnceLock;
+
 use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
 
 use crate::conversations::{Conversation, conversation};
@@ -65,10 +67,17 @@ const WORDINGS_SQLITE: &str = "(SELECT json_group_array(json_array(w.tool, w.des
 const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.tool, \
     w.description))::text, '[]') FROM tool_wordings w WHERE w.account_id = c.account_id)";
 
-/// The query for `backend`: its wordings expression, and `?` numbered for Postgres.
-fn sql(backend: DbBackend) -> String {
-    let wordings = if backend == DbBackend::Postgres { WORDINGS_POSTGRES } else { WORDINGS_SQLITE };
-    placeholders(backend, &SQL.replace("{wordings}", wordings))
+/// The query for `backend`: its wordings expression, and `?` numbered for Postgres. Built once
+/// per engine (it runs on every turn).
+fn sql(backend: DbBackend) -> &'static str {
+    static SQLITE: OnceLock<String> = OnceLock::new();
+    static POSTGRES: OnceLock<String> = OnceLock::new();
+    let (built, wordings) = if backend == DbBackend::Postgres {
+        (&POSTGRES, WORDINGS_POSTGRES)
+    } else {
+        (&SQLITE, WORDINGS_SQLITE)
+    };
+    built.get_or_init(|| placeholders(backend, &SQL.replace("{wordings}", wordings)))
 }
 
 /// `?` placeholders numbered for Postgres (`$1`, `$2`, …); SQLite takes them as written.
