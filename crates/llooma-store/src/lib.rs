@@ -44,7 +44,7 @@ pub use preferences::Preferences;
 pub use providers::{NewProvider, Provider};
 pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
 pub use sessions::{NewSession, Session};
-pub use turn_context::TurnContext;
+pub use turn_context::{HistoryMessage, TurnContext};
 
 /// Errors from the database, in words an operator can act on.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,11 @@ impl Store {
             Engine::Sqlite => {
                 // One connection: writes serialize instead of failing with SQLITE_BUSY. WAL keeps
                 // readers of other processes (the CLI) from blocking on a writer.
-                options.max_connections(1).min_connections(1).map_sqlx_sqlite_opts(|o| {
+                // A file on this machine: nothing can hang up on it, so it is not pinged
+                // before each statement (the ping is a round trip to sqlx's worker thread, as
+                // dear as the statement).
+                options.max_connections(1).min_connections(1).test_before_acquire(false);
+                options.map_sqlx_sqlite_opts(|o| {
                     o.journal_mode(SqliteJournalMode::Wal)
                         .synchronous(SqliteSynchronous::Normal)
                         .busy_timeout(Duration::from_secs(5))
@@ -149,7 +153,13 @@ impl Store {
                 });
             }
             Engine::Postgres => {
-                options.max_connections(16).min_connections(1);
+                // A connection idle for a while may have been dropped by the server or the
+                // network: it is pinged before use; a busy one is not (a ping per statement
+                // doubles the round trips).
+                options
+                    .max_connections(16)
+                    .min_connections(1)
+                    .test_before_acquire_if_idle_for(Duration::from_secs(5));
             }
         }
         let db = Database::connect(options).await?;
