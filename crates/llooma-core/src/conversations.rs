@@ -420,6 +420,7 @@ impl App {
             titles_from_model,
             provider,
             tool_wordings,
+            history: mut stored,
         } = self
             .store
             .turn_context(account_id, conversation_id)
@@ -458,7 +459,6 @@ impl App {
             let what = ChosenWhat::Prompt(p.name, p.arguments);
             chosen.push(Chosen { label, address, token, what });
         }
-        let mut stored = self.store.messages(conversation_id).await?;
         if let Some(turn) = &message.replaces {
             // The model reads the conversation as it was before the replaced message.
             let at = stored

@@ -1,7 +1,10 @@
 //! Everything a conversation's turn is set up from, read in one query: the conversation, its
 //! account's tool settings, preferences and wording of the app's tools, the instance's
-//! settings, the persona, the model's own prompt and the provider's row. A turn used to read them one by one; each read is a round
-//! trip to the database (on SQLite, two thread hand-offs), and a turn's cost was mostly those.
+//! settings, the persona, the model's own prompt, the provider's row and the messages so far.
+//! A turn used to read them one by one; each read is a round trip to the database (on SQLite,
+//! two thread hand-offs), and a turn's cost was mostly those. Lists come as one JSON value each:
+//! on SQLite every row of a result is one more hand-off between sqlx's worker thread and the
+//! runtime, so a history of 200 messages read as rows cost 200 wake-ups.
 
 use std::sync::OnceLock;
 
@@ -30,6 +33,18 @@ pub struct TurnContext {
     pub provider: Option<Provider>,
     /// The account's wording of the app's own tools: (tool, description).
     pub tool_wordings: Vec<(String, String)>,
+    /// The conversation's messages, oldest first.
+    pub history: Vec<HistoryMessage>,
+}
+
+/// A stored message of a conversation, as a turn reads it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    /// The turn it belongs to (none for messages stored before turns had ids).
+    pub turn_id: Option<String>,
 }
 
 /// The joined columns of other tables carry a prefix, so none shadows a conversation's.
@@ -50,7 +65,7 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     pr.api_key_ciphertext AS pr_api_key_ciphertext, pr.created_at_ms AS pr_created_at_ms, \
     pr.updated_at_ms AS pr_updated_at_ms, pr.models_json AS pr_models_json, \
     pr.local_network AS pr_local_network, \
-    {wordings} AS wordings \
+    {wordings} AS wordings, {history} AS history \
     FROM conversations c \
     LEFT JOIN instance_settings i ON i.id = ? \
     LEFT JOIN account_tool_settings t ON t.account_id = c.account_id \
@@ -67,17 +82,26 @@ const WORDINGS_SQLITE: &str = "(SELECT json_group_array(json_array(w.tool, w.des
 const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.tool, \
     w.description))::text, '[]') FROM tool_wordings w WHERE w.account_id = c.account_id)";
 
-/// The query for `backend`: its wordings expression, and `?` numbered for Postgres. Built once
+/// The conversation's messages as one JSON array of `[role, content, turn_id]`, oldest first.
+const HISTORY_SQLITE: &str = "(SELECT json_group_array(json_array(m.role, m.content, m.turn_id) \
+    ORDER BY m.created_at_ms, m.id) FROM messages m WHERE m.conversation_id = c.id)";
+const HISTORY_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(m.role, m.content, \
+    m.turn_id) ORDER BY m.created_at_ms, m.id)::text, '[]') FROM messages m \
+    WHERE m.conversation_id = c.id)";
+
+/// The query for `backend`: its list expressions, and `?` numbered for Postgres. Built once
 /// per engine (it runs on every turn).
 fn sql(backend: DbBackend) -> &'static str {
     static SQLITE: OnceLock<String> = OnceLock::new();
     static POSTGRES: OnceLock<String> = OnceLock::new();
-    let (built, wordings) = if backend == DbBackend::Postgres {
-        (&POSTGRES, WORDINGS_POSTGRES)
+    let (built, wordings, history) = if backend == DbBackend::Postgres {
+        (&POSTGRES, WORDINGS_POSTGRES, HISTORY_POSTGRES)
     } else {
-        (&SQLITE, WORDINGS_SQLITE)
+        (&SQLITE, WORDINGS_SQLITE, HISTORY_SQLITE)
     };
-    built.get_or_init(|| placeholders(backend, &SQL.replace("{wordings}", wordings)))
+    built.get_or_init(|| {
+        placeholders(backend, &SQL.replace("{wordings}", wordings).replace("{history}", history))
+    })
 }
 
 /// `?` placeholders numbered for Postgres (`$1`, `$2`, …); SQLite takes them as written.
@@ -159,6 +183,16 @@ fn read(row: &QueryResult) -> StoreResult<TurnContext> {
         None => Vec::new(),
     };
     tool_wordings.sort();
+    let history: Option<String> = row.try_get("", "history")?;
+    let history: Vec<(String, String, Option<String>)> = match history {
+        Some(json) => serde_json::from_str(&json)
+            .map_err(|e| StoreError::Corrupt(format!("a conversation's messages as JSON: {e}")))?,
+        None => Vec::new(),
+    };
+    let history = history
+        .into_iter()
+        .map(|(role, content, turn_id)| HistoryMessage { role, content, turn_id })
+        .collect();
     Ok(TurnContext {
         conversation,
         tool_settings,
@@ -168,5 +202,6 @@ fn read(row: &QueryResult) -> StoreResult<TurnContext> {
         titles_from_model: titles_from_model.unwrap_or(false),
         provider,
         tool_wordings,
+        history,
     })
 }

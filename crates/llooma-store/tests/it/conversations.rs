@@ -109,6 +109,7 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     assert_eq!((context.persona, context.model_prompt, context.provider), (None, None, None));
     assert!(!context.titles_from_model);
     assert!(context.tool_wordings.is_empty());
+    assert!(context.history.is_empty());
     // Another account's conversation is not found.
     assert!(store.turn_context(&bob, &bare.id).await.unwrap().is_none());
 
@@ -149,4 +150,32 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     assert!(context.provider.unwrap().local_network);
     assert_eq!(context.tool_wordings, store.tool_wordings(&alice).await.unwrap());
     assert_eq!(context.tool_wordings.len(), 2);
+
+    // The messages so far, oldest first, as `messages` reads them: text that JSON must escape
+    // comes back as written, and a message without a turn keeps none.
+    let turn = store.start_turn(&full.id, "replica").await.unwrap();
+    let asked = "Line one\nsays \"hi\" \\ then 🦊 and \u{7f}";
+    // (A millisecond apart: messages of the same millisecond have no order between them.)
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(2));
+    store.add_message(&full.id, "user", asked, Some(&turn)).await.unwrap();
+    pause().await;
+    store.add_message(&full.id, "assistant", "An answer.", Some(&turn)).await.unwrap();
+    pause().await;
+    store.add_message(&full.id, "user", "Without a turn.", None).await.unwrap();
+    let context = store.turn_context(&alice, &full.id).await.unwrap().unwrap();
+    let stored = store.messages(&full.id).await.unwrap();
+    let read: Vec<_> = context
+        .history
+        .iter()
+        .map(|m| (m.role.as_str(), m.content.as_str(), m.turn_id.as_deref()))
+        .collect();
+    let expected: Vec<_> = stored
+        .iter()
+        .map(|m| (m.role.as_str(), m.content.as_str(), m.turn_id.as_deref()))
+        .collect();
+    assert_eq!(read, expected);
+    assert_eq!(read[0], ("user", asked, Some(turn.as_str())));
+    assert_eq!(read[2], ("user", "Without a turn.", None));
+    // Another conversation's messages are not in it.
+    assert!(store.turn_context(&alice, &bare.id).await.unwrap().unwrap().history.is_empty());
 }
