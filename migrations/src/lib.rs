@@ -27,6 +27,7 @@ mod m0011_message_search;
 mod m0012_account_preferences;
 mod m0013_local_providers;
 mod m0014_message_touches_conversation;
+mod m0015_end_event_ends_turn;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -49,6 +50,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0012_account_preferences::Migration),
             Box::new(m0013_local_providers::Migration),
             Box::new(m0014_message_touches_conversation::Migration),
+            Box::new(m0015_end_event_ends_turn::Migration),
         ]
     }
 }

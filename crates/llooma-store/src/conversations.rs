@@ -8,7 +8,7 @@
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, Statement, TransactionTrait,
+    QueryOrder, QuerySelect, Set, Statement,
 };
 
 use llooma_types::{EncodedEvent, EndState, Step, StepState, TurnEvent};
@@ -445,13 +445,14 @@ impl Store {
         turn_id: &str,
         event: &EncodedEvent,
     ) -> StoreResult<i64> {
-        self.append(conversation_id, turn_id, event.kind, &event.data_json, None).await
+        self.append(conversation_id, turn_id, event.kind, &event.data_json).await
     }
 
-    /// Ends a running turn (`done`, `failed` or `stopped`) and appends its `end` event in one
-    /// transaction; returns the event's number and the event as written. A tab that sees `end`
-    /// can send at once (the turn is no longer running), and no event of the next turn is
-    /// numbered before it.
+    /// Ends a running turn (`done`, `failed` or `stopped`) by appending its `end` event: the
+    /// insert ends the turn in the same statement (a trigger, migration m0015); returns the
+    /// event's number and the event as written. A tab that sees `end` can send at once (the turn
+    /// is no longer running), and no event of the next turn is numbered before it. `error`, the
+    /// reason a failed turn failed, is kept on the turn for whoever reads the database.
     pub async fn end_turn(
         &self,
         conversation_id: &str,
@@ -460,8 +461,14 @@ impl Store {
         error: Option<&str>,
     ) -> StoreResult<(i64, EncodedEvent)> {
         let end = TurnEvent::end(state).encode();
-        let finish = Some((state.as_str(), error));
-        let seq = self.append(conversation_id, turn_id, end.kind, &end.data_json, finish).await?;
+        let seq = self.append(conversation_id, turn_id, end.kind, &end.data_json).await?;
+        if let Some(error) = error {
+            turns::Entity::update_many()
+                .col_expr(turns::Column::Error, Expr::value(error.to_owned()))
+                .filter(turns::Column::Id.eq(turn_id))
+                .exec(&self.db)
+                .await?;
+        }
         Ok((seq, end))
     }
 
@@ -471,34 +478,10 @@ impl Store {
         turn_id: &str,
         kind: &str,
         data_json: &str,
-        finish: Option<(&str, Option<&str>)>,
     ) -> StoreResult<i64> {
         let event = NewEvent { conversation_id, turn_id, kind, data_json };
         for _ in 0..APPEND_ATTEMPTS {
-            let inserted = match finish {
-                None => event.insert(&self.db).await,
-                Some((state, error)) => {
-                    let txn = self.db.begin().await?;
-                    // Written first: on SQLite a transaction that reads and then writes cannot
-                    // upgrade its lock when another connection wrote in between.
-                    turns::Entity::update_many()
-                        .col_expr(turns::Column::State, Expr::value(state))
-                        .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
-                        .col_expr(turns::Column::Error, Expr::value(error.map(str::to_owned)))
-                        .filter(turns::Column::Id.eq(turn_id))
-                        .filter(turns::Column::State.eq("running"))
-                        .exec(&txn)
-                        .await?;
-                    let inserted = event.insert(&txn).await;
-                    if inserted.is_ok() {
-                        txn.commit().await?;
-                    } else {
-                        txn.rollback().await?;
-                    }
-                    inserted
-                }
-            };
-            match inserted {
+            match event.insert(&self.db).await {
                 Ok(seq) => return Ok(seq),
                 // Another writer took the number (Postgres, two replicas): number it again.
                 Err(err) if is_unique_violation(&err) => {}

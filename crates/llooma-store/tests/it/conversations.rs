@@ -55,6 +55,15 @@ async fn ending_a_turn_and_logging_its_end_is_one_write() {
     let start = TurnEvent::Start(TurnStarted::new(next.clone())).encode();
     let start = store.append_event(&c.id, &next, &start).await.unwrap();
     assert!(start > seq);
+    // However it ends, the `end` ends it, and the one after it may start.
+    let (_, stopped) = store.end_turn(&c.id, &next, EndState::Stopped, None).await.unwrap();
+    assert_eq!(stopped.data_json, r#"{"state":"stopped"}"#);
+    assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
+    let failing = store.start_turn(&c.id, "replica-1").await.unwrap();
+    assert_eq!(store.running_turn(&c.id).await.unwrap().as_deref(), Some(failing.as_str()));
+    store.end_turn(&c.id, &failing, EndState::Failed, Some("the model hung up")).await.unwrap();
+    assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
+    store.start_turn(&c.id, "replica-1").await.unwrap();
 }
 
 #[tokio::test]
