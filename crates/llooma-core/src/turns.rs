@@ -104,7 +104,10 @@ impl Turns {
         turn_id: &str,
     ) -> (RunningTurn, watch::Receiver<bool>) {
         let (stop_tx, stop_rx) = watch::channel(false);
-        tokio::spawn(watch_for_remote_stop(store.clone(), turn_id.to_owned(), stop_tx.clone()));
+        // On SQLite this process is the instance's only one: a Stop can only come through it.
+        if store.engine() == Engine::Postgres {
+            tokio::spawn(watch_for_remote_stop(store.clone(), turn_id.to_owned(), stop_tx.clone()));
+        }
         self.running().insert(conversation_id.to_owned(), stop_tx.clone());
         let running = RunningTurn {
             turns: self.clone(),
