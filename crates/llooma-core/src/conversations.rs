@@ -489,32 +489,64 @@ impl App {
         let name_by_model =
             conversation.title == UNTITLED && history.len() == 1 && titles_from_model;
 
-        let turn_id = self.store.start_turn(conversation_id, &self.turns.replica_id).await?;
-        let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
-        let replaced = match &message.replaces {
-            Some(turn) => self.store.remove_messages_from_turn(conversation_id, turn).await,
-            None => Ok(()),
+        let now = now_rfc3339();
+        let started = TurnStarted {
+            model: Some(model.clone()),
+            started_at: Some(now.clone()),
+            replaced: message.replaces.clone(),
+            ..TurnStarted::new(String::new())
         };
-        let added = match replaced {
-            Ok(()) => {
-                self.store.add_message(conversation_id, "user", content, Some(&turn_id)).await
+        let replica = &self.turns.replica_id;
+        // The turn's row, the person's message and `start`: one write, unless the message
+        // replaces others (an edit, or a reply asked for again: those are removed first, and
+        // the turn logs its `start` when it runs).
+        let (turn_id, sink, started) = match &message.replaces {
+            None => {
+                let opened =
+                    self.store.open_turn(conversation_id, replica, content, started).await?;
+                let sink = self.turns.log_sink(&self.store, conversation_id, &opened.turn_id);
+                (opened.turn_id, sink, Start::Logged(opened.start_seq, opened.start))
             }
-            Err(err) => Err(err),
+            Some(turn) => {
+                let turn_id = self.store.start_turn(conversation_id, replica).await?;
+                let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
+                let added = match self.store.remove_messages_from_turn(conversation_id, turn).await
+                {
+                    Ok(()) => {
+                        self.store
+                            .add_message(conversation_id, "user", content, Some(&turn_id))
+                            .await
+                    }
+                    Err(err) => Err(err),
+                };
+                if let Err(err) = added {
+                    let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
+                    return Err(err.into());
+                }
+                let started = TurnStarted { turn_id: turn_id.clone(), ..started };
+                (turn_id, sink, Start::ToLog(started))
+            }
         };
         // An untitled conversation is named by its first message.
-        let added = match added {
-            Ok(()) if conversation.title == UNTITLED && history.len() == 1 => {
-                let patch =
-                    ConversationPatch { title: Some(title_from(content)), ..Default::default() };
+        if conversation.title == UNTITLED && history.len() == 1 {
+            let patch =
+                ConversationPatch { title: Some(title_from(content)), ..Default::default() };
+            if let Err(err) =
                 self.store.update_conversation(account_id, conversation_id, patch).await
+            {
+                let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
+                return Err(err.into());
             }
-            other => other,
-        };
-        if let Err(err) = added {
-            let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
-            return Err(err.into());
         }
         let (running, stop) = self.turns.register(&self.store, conversation_id, &turn_id);
+        // Tabs hear of the turn once its Stop works.
+        let started = match started {
+            Start::ToLog(started) => Some(started),
+            Start::Logged(seq, logged) => {
+                sink.tell_watchers(seq, logged);
+                None
+            }
+        };
         let plan = TurnPlan {
             account_id: account_id.to_owned(),
             provider_id,
@@ -525,7 +557,7 @@ impl App {
                 system_prompt: Some(system_prompt),
                 history,
                 rounds: crate::ROUNDS,
-                now_rfc3339: now_rfc3339(),
+                now_rfc3339: now,
                 attachments: Vec::new(),
             },
             tools: AppTools::Conversation {
@@ -541,12 +573,6 @@ impl App {
             },
             conversation_id: conversation_id.to_owned(),
             turn_id: turn_id.clone(),
-        };
-        let started = TurnStarted {
-            model: Some(plan.request.model.clone()),
-            started_at: Some(plan.request.now_rfc3339.clone()),
-            replaced: message.replaces,
-            ..TurnStarted::new(turn_id.clone())
         };
         let app = self.clone();
         let naming = name_by_model.then(|| Naming {
@@ -568,22 +594,19 @@ impl App {
     async fn run_conversation_turn(
         self,
         mut plan: TurnPlan,
-        started: TurnStarted,
+        started: Option<TurnStarted>,
         chosen: Vec<Chosen>,
         sink: LogSink,
         running: crate::turns::RunningTurn,
         stop: tokio::sync::watch::Receiver<bool>,
     ) -> Option<String> {
         let turn_id = plan.turn_id.clone();
-        let conversation_id = plan.conversation_id.clone();
-        let _ = sink.event(TurnEvent::Start(started)).await;
+        if let Some(started) = started {
+            let _ = sink.event(TurnEvent::Start(started)).await;
+        }
         plan.request.attachments = self.read_chosen(chosen, &sink).await;
         let end = self.run_plan(plan, &sink, stop).await;
         let text = end.text();
-        if !text.is_empty() {
-            let _ =
-                self.store.add_message(&conversation_id, "assistant", text, Some(&turn_id)).await;
-        }
         let error = match &end {
             TurnEnd::Failed { error, .. } => Some(error.to_string()),
             _ => None,
@@ -593,7 +616,8 @@ impl App {
             let _ = sink.event(TurnEvent::error(error.clone())).await;
         }
         running.unregister();
-        if let Err(err) = sink.end(end.state(), error.as_deref()).await {
+        // The reply (what arrived of it) is stored with `end`, in one write.
+        if let Err(err) = sink.close(text, end.state(), error.as_deref()).await {
             tracing::warn!(turn = %turn_id, error = %err, "ending a turn failed");
         }
         // The reply, when the turn wrote one to its end.
@@ -690,6 +714,12 @@ impl App {
         }
         attachments
     }
+}
+
+/// A turn's `start` event: still to be logged by the turn, or logged with its opening.
+enum Start {
+    ToLog(TurnStarted),
+    Logged(i64, llooma_types::EncodedEvent),
 }
 
 /// The time `current_date` tells, to the second.

@@ -161,7 +161,8 @@ pub(crate) struct LogSink {
 }
 
 impl LogSink {
-    fn tell_watchers(&self, seq: i64, event: EncodedEvent) {
+    /// Hands an event already in the log to this process's watching tabs.
+    pub(crate) fn tell_watchers(&self, seq: i64, event: EncodedEvent) {
         self.news.send(
             &self.conversation_id,
             LoggedEvent { seq, kind: event.kind.to_owned(), data_json: event.data_json },
@@ -174,6 +175,23 @@ impl LogSink {
         let (seq, end) = self
             .store
             .end_turn(&self.conversation_id, &self.turn_id, state, error)
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        self.tell_watchers(seq, end);
+        Ok(())
+    }
+
+    /// Ends the turn as [`LogSink::end`] does, storing `reply` (unless empty) in the same
+    /// write.
+    pub(crate) async fn close(
+        &self,
+        reply: &str,
+        state: EndState,
+        error: Option<&str>,
+    ) -> Result<(), SinkError> {
+        let (seq, end) = self
+            .store
+            .close_turn(&self.conversation_id, &self.turn_id, reply, state, error)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
         self.tell_watchers(seq, end);

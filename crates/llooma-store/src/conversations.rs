@@ -78,6 +78,11 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
 
 const APPEND_ATTEMPTS: usize = 5;
 
+/// A new message's id: its time first, so ids sort by time.
+pub(crate) fn message_id(now_ms: i64) -> String {
+    format!("{now_ms:015}-{}", uuid::Uuid::new_v4().simple())
+}
+
 impl Store {
     pub async fn create_conversation(
         &self,
@@ -325,7 +330,7 @@ impl Store {
     ) -> StoreResult<()> {
         let now = now_ms();
         messages::ActiveModel {
-            id: Set(format!("{now:015}-{}", uuid::Uuid::new_v4().simple())),
+            id: Set(message_id(now)),
             conversation_id: Set(conversation_id.to_owned()),
             role: Set(role.to_owned()),
             content: Set(content.to_owned()),
@@ -463,13 +468,19 @@ impl Store {
         let end = TurnEvent::end(state).encode();
         let seq = self.append(conversation_id, turn_id, end.kind, &end.data_json).await?;
         if let Some(error) = error {
-            turns::Entity::update_many()
-                .col_expr(turns::Column::Error, Expr::value(error.to_owned()))
-                .filter(turns::Column::Id.eq(turn_id))
-                .exec(&self.db)
-                .await?;
+            self.record_turn_error(turn_id, error).await?;
         }
         Ok((seq, end))
+    }
+
+    /// Keeps why a turn failed on its row.
+    pub(crate) async fn record_turn_error(&self, turn_id: &str, error: &str) -> StoreResult<()> {
+        turns::Entity::update_many()
+            .col_expr(turns::Column::Error, Expr::value(error.to_owned()))
+            .filter(turns::Column::Id.eq(turn_id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
     }
 
     async fn append(

@@ -23,6 +23,7 @@ mod providers;
 mod secrets;
 mod sessions;
 mod turn_context;
+mod turn_writes;
 
 use std::time::Duration;
 
@@ -45,6 +46,7 @@ pub use providers::{NewProvider, Provider};
 pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
 pub use sessions::{NewSession, Session};
 pub use turn_context::{HistoryMessage, TurnContext};
+pub use turn_writes::OpenedTurn;
 
 /// Errors from the database, in words an operator can act on.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! Conversations: paged lists, and the end of a turn, on both engines.
+//! Conversations: paged lists, and the start and end of a turn, on both engines.
 
 use llooma_types::{EndState, TurnEvent, TurnStarted};
 
@@ -64,6 +64,64 @@ async fn ending_a_turn_and_logging_its_end_is_one_write() {
     store.end_turn(&c.id, &failing, EndState::Failed, Some("the model hung up")).await.unwrap();
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
     store.start_turn(&c.id, "replica-1").await.unwrap();
+}
+
+#[tokio::test]
+async fn a_turn_opens_and_closes_in_one_request_each() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
+    let started = TurnStarted { model: Some("small".into()), ..TurnStarted::new(String::new()) };
+
+    // Opening writes the turn, the person's message and `start`, numbered after what was there.
+    let opened =
+        store.open_turn(&c.id, "replica-1", "Hello \"you\"", started.clone()).await.unwrap();
+    assert_eq!(store.running_turn(&c.id).await.unwrap().as_deref(), Some(opened.turn_id.as_str()));
+    assert_eq!(opened.start_seq, 1);
+    assert_eq!(opened.start.kind, "start");
+    let logged = store.events_after(&c.id, 0, 10).await.unwrap();
+    assert_eq!(logged.len(), 1);
+    assert_eq!((logged[0].seq, logged[0].data_json.as_str()), (1, opened.start.data_json.as_str()));
+    assert!(logged[0].data_json.contains(&opened.turn_id), "{}", logged[0].data_json);
+    let messages = store.messages(&c.id).await.unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(
+        (messages[0].role.as_str(), messages[0].content.as_str()),
+        ("user", "Hello \"you\"")
+    );
+    assert_eq!(messages[0].turn_id.as_deref(), Some(opened.turn_id.as_str()));
+
+    // A second tab sending meanwhile is refused, and leaves nothing behind.
+    let refused = store.open_turn(&c.id, "replica-1", "Me too", started.clone()).await;
+    assert!(matches!(refused, Err(llooma_store::StoreError::TurnRunning)), "{refused:?}");
+    assert_eq!(store.messages(&c.id).await.unwrap().len(), 1);
+    assert_eq!(store.events_after(&c.id, 0, 10).await.unwrap().len(), 1);
+
+    // Closing stores the reply and logs `end`, which ends the turn.
+    let text = TurnEvent::text("Hi").encode();
+    assert_eq!(store.append_event(&c.id, &opened.turn_id, &text).await.unwrap(), 2);
+    let (seq, end) =
+        store.close_turn(&c.id, &opened.turn_id, "Hi", EndState::Done, None).await.unwrap();
+    assert_eq!((seq, end.data_json.as_str()), (3, r#"{"state":"done"}"#));
+    assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
+    let messages = store.messages(&c.id).await.unwrap();
+    assert_eq!(messages.len(), 2);
+    assert_eq!((messages[1].role.as_str(), messages[1].content.as_str()), ("assistant", "Hi"));
+    assert_eq!(messages[1].turn_id.as_deref(), Some(opened.turn_id.as_str()));
+
+    // A turn stopped before any text keeps no reply; a failed one ends too.
+    let second = store.open_turn(&c.id, "replica-1", "Again", started.clone()).await.unwrap();
+    assert_eq!(second.start_seq, 4);
+    let (seq, _) =
+        store.close_turn(&c.id, &second.turn_id, "", EndState::Stopped, None).await.unwrap();
+    assert_eq!(seq, 5);
+    assert_eq!(store.messages(&c.id).await.unwrap().len(), 3, "no empty reply stored");
+    let third = store.open_turn(&c.id, "replica-1", "Once more", started).await.unwrap();
+    let failed = store.close_turn(&c.id, &third.turn_id, "Half", EndState::Failed, Some("cut off"));
+    assert_eq!(failed.await.unwrap().1.data_json, r#"{"state":"failed"}"#);
+    assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
+    assert_eq!(store.messages(&c.id).await.unwrap().len(), 5);
 }
 
 #[tokio::test]
