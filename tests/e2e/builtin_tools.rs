@@ -229,6 +229,17 @@ async fn web_search_is_offered_once_an_administrator_sets_the_service_and_stays_
         .await;
     assert_eq!(bad.status, 400, "{bad:?}");
     assert!(bad.json["message"].as_str().unwrap().contains("http://127.0.0.1:8888"), "{bad:?}");
+    // Cloud metadata is never a search service: refused when set, and nothing changes.
+    for metadata in ["http://169.254.169.254/latest/meta-data", "http://[fe80::1]:8888"] {
+        let refused = tab
+            .send("PATCH", "/api/v1/admin/settings", Some(json!({"webSearchUrl": metadata})))
+            .await;
+        assert_eq!(refused.status, 422, "{metadata}: {refused:?}");
+        assert_eq!(refused.json["error"], "address_refused", "{refused:?}");
+        assert!(refused.json["message"].as_str().unwrap().contains("link-local"), "{refused:?}");
+    }
+    let settings = tab.get("/api/v1/admin/settings").await;
+    assert_eq!(settings.json["webSearchUrl"], Value::Null, "{settings:?}");
     let set = tab
         .send("PATCH", "/api/v1/admin/settings", Some(json!({"webSearchUrl": site.origin})))
         .await;

@@ -89,8 +89,7 @@ pub async fn patch_settings(
         None => None,
         Some("") => Some(None),
         Some(address) => {
-            let endpoint = llooma_core::builtins::search_endpoint(address)
-                .map_err(|e| ApiError::bad_request("invalid_web_search_url", e.to_string()))?;
+            let endpoint = state.app.web_search_endpoint(address)?;
             Some(Some(endpoint.to_string()))
         }
     };

@@ -4,8 +4,9 @@
 //! - [`NetPageReader`]: `read_page` under the `fetch` purpose (public addresses only unless
 //!   `FETCH_ALLOWED_ORIGINS` says otherwise; redirects re-checked hop by hop; size and time caps).
 //! - [`SearxSearch`]: `web_search` against the administrator's SearXNG-compatible service, under
-//!   the `search` purpose whose allow-list is that service's origin alone: the administrator
-//!   chose it, so it may be on the LAN, and that opens nothing for page reading.
+//!   the `search` purpose, whose origin may reach this machine and local networks as a local
+//!   provider's does ([`search_policy`]): the administrator chose it, so it may be on the LAN;
+//!   link-local addresses (cloud metadata) stay refused, and it opens nothing for page reading.
 //! - [`StoreMemory`]: a persona's memory in the database.
 //!
 //! Bots reuse these with their own choice of tools. The clients are built once and reused: one
@@ -16,9 +17,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::{
-    FetchedPage, MemoryEntry, MemoryPort, PageReader, PortFuture, SearchHit, ToolError, WebSearch,
+    App, AppError, FetchedPage, MemoryEntry, MemoryPort, PageReader, PortFuture, SearchHit,
+    ToolError, WebSearch,
 };
-use llooma_net::{NetClient, NetError, OutboundPolicy, Purpose};
+use llooma_net::{Decision, NetClient, NetError, Origin, OutboundPolicy, Purpose, Refusal, Url};
 use llooma_store::Store;
 use serde::Deserialize;
 
@@ -148,15 +150,22 @@ struct SearxResult {
     content: String,
 }
 
+/// The policy web search at `endpoint` runs under: the instance's, with the service's origin
+/// allowed to reach this machine and local networks (loopback, private, CGNAT, unique local
+/// IPv6) besides public addresses, as a provider marked local is; never link-local, where
+/// cloud metadata answers (docs/network-policy.md).
+pub fn search_policy(policy: &OutboundPolicy, endpoint: &Url) -> OutboundPolicy {
+    match Origin::of_url(endpoint) {
+        Some(origin) => policy.clone().with_local_origin(Purpose::Search, origin),
+        None => policy.clone(),
+    }
+}
+
 impl SearxSearch {
-    /// A client that can reach the service's origin and nothing else.
+    /// A client for the service at `address`, under [`search_policy`].
     pub fn new(policy: &OutboundPolicy, address: &str) -> Result<Self, SearchSetupError> {
         let endpoint = search_endpoint(address)?;
-        let origin = endpoint.origin().ascii_serialization();
-        let policy = policy
-            .clone()
-            .with_allow_list(Purpose::Search, Some(&origin))
-            .map_err(|e| SearchSetupError::Address(e.to_string()))?;
+        let policy = search_policy(policy, &endpoint);
         let net = NetClient::builder(Arc::new(policy), Purpose::Search)
             .total_timeout(Some(SEARCH_TIMEOUT))
             .max_response_bytes(MAX_SEARCH_BYTES)
@@ -212,8 +221,8 @@ pub struct SearchClients {
 }
 
 impl SearchClients {
-    /// Clients under the instance's outbound `policy` (each adds its service's origin to the
-    /// `search` allow-list, as [`SearxSearch::new`] does).
+    /// Clients under the instance's outbound `policy` (each opens its service's origin to local
+    /// networks, as [`SearxSearch::new`] does).
     pub fn new(policy: Arc<OutboundPolicy>) -> Self {
         SearchClients { policy, current: Arc::new(Mutex::new(None)) }
     }
@@ -282,6 +291,31 @@ impl MemoryPort for StoreMemory {
     }
 }
 
+impl App {
+    /// The endpoint of the web search service an administrator is setting at `address`, or why
+    /// it can never be reached, with what to do. Only an address written as such is judged
+    /// here; a name is judged on every request, by what it then resolves to.
+    pub fn web_search_endpoint(&self, address: &str) -> Result<Url, AppError> {
+        let endpoint = search_endpoint(address)
+            .map_err(|e| AppError::invalid("invalid_web_search_url", e.to_string()))?;
+        let policy = search_policy(&self.outbound, &endpoint);
+        let Decision::Refused { reason } = policy.decide_str(Purpose::Search, endpoint.as_str())
+        else {
+            return Ok(endpoint);
+        };
+        let mut message = format!("The web search address is refused: {reason}.");
+        if matches!(reason, Refusal::BlockedAddress { .. }) {
+            message.push_str(
+                " A search service on this machine or the local network listens on a loopback \
+                 or private address (127.0.0.1, ::1, 10.x, 172.16-31.x, 192.168.x, 100.64-127.x, \
+                 fc00::/7); link-local addresses, where cloud metadata services answer, are \
+                 never reachable.",
+            );
+        }
+        Err(AppError::Unprocessable { code: "address_refused", message })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -318,11 +352,35 @@ mod tests {
             !again.net.policy().decide_str(Purpose::Fetch, "http://127.0.0.1:8888/").is_allowed()
         );
 
+        // Its origin only: another port of this machine stays closed.
+        assert!(
+            !again.net.policy().decide_str(Purpose::Search, "http://127.0.0.1:9999/").is_allowed()
+        );
+
         let moved = clients.get("https://searx.lan/").unwrap();
         assert_eq!(moved.endpoint.as_str(), "https://searx.lan/search");
         assert!(
             !moved.net.policy().decide_str(Purpose::Search, "http://127.0.0.1:8888/").is_allowed()
         );
         assert!(clients.get("ftp://searx.lan").is_err());
+    }
+
+    #[test]
+    fn a_search_service_reaches_the_local_network_but_never_cloud_metadata() {
+        let policy = OutboundPolicy::public_only();
+        for local in ["http://192.168.1.20:8888", "http://10.0.0.5", "http://[::1]:8080"] {
+            let endpoint = search_endpoint(local).unwrap();
+            let decided = search_policy(&policy, &endpoint).decide_str(Purpose::Search, local);
+            assert!(decided.is_allowed(), "{local}: {decided:?}");
+        }
+        for metadata in ["http://169.254.169.254", "http://[fe80::1]:8888", "http://0.0.0.0:8888"] {
+            let endpoint = search_endpoint(metadata).unwrap();
+            let decided = search_policy(&policy, &endpoint).decide_str(Purpose::Search, metadata);
+            assert!(!decided.is_allowed(), "{metadata} must stay refused");
+        }
+        // Nothing opens for reading pages.
+        let endpoint = search_endpoint("http://192.168.1.20:8888").unwrap();
+        let opened = search_policy(&policy, &endpoint);
+        assert!(!opened.decide_str(Purpose::Fetch, "http://192.168.1.20:8888/").is_allowed());
     }
 }
