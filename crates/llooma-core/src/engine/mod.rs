@@ -257,8 +257,10 @@ struct Round {
 
 /// Deltas written to the sink at most this often: a model streams tokens every few
 /// milliseconds, and each written event costs a database write and a message to every watching
-/// tab. The first delta after a quiet spell goes out at once (the first token is not delayed);
-/// the ones after it are joined until the window has passed.
+/// tab. The first delta after a quiet spell goes out as soon as the model has sent nothing more
+/// yet (the first token is not delayed; deltas that arrived together, as a provider often sends
+/// several in one packet, go out as one); the ones after it are joined until the window has
+/// passed.
 pub const DELTA_WINDOW: std::time::Duration = std::time::Duration::from_millis(50);
 /// A joined delta is written once it holds this many bytes, whatever the window.
 pub const DELTA_MAX_BYTES: usize = 4096;
@@ -298,8 +300,9 @@ impl Deltas {
             Some((_, text)) => text.push_str(delta),
             None => self.pending = Some((kind, delta.to_owned())),
         }
-        let full = self.pending.as_ref().is_some_and(|(_, t)| t.len() >= DELTA_MAX_BYTES);
-        if full || self.due().is_some_and(|due| due <= tokio::time::Instant::now()) {
+        // Otherwise it is written when due and the model has nothing more ready (the round's
+        // loop), so deltas that arrived together are one event.
+        if self.pending.as_ref().is_some_and(|(_, t)| t.len() >= DELTA_MAX_BYTES) {
             self.flush(sink).await?;
         }
         Ok(())
@@ -336,11 +339,14 @@ async fn one_round<S: TurnSink>(
             Stopped,
         }
         let due = deltas.due();
+        // In this order: a Stop first; then what the model has already sent (deltas that
+        // arrived together are joined); then a due delta, once nothing more is ready.
         let woken = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => Woken::Stopped,
             next = stream.next_event() => Woken::Next(next),
             () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
                 if due.is_some() => Woken::Due,
-            _ = stop.wait_for(|s| *s) => Woken::Stopped,
         };
         let next = match woken {
             Woken::Next(next) => next,
