@@ -130,6 +130,7 @@ impl Turns {
             news: self.news.clone(),
             conversation_id: conversation_id.to_owned(),
             turn_id: turn_id.to_owned(),
+            held: Mutex::new(None),
         }
     }
 }
@@ -158,9 +159,35 @@ pub(crate) struct LogSink {
     news: News,
     conversation_id: String,
     turn_id: String,
+    /// A `request` event not written yet: it goes with the turn's next event, in one write. It
+    /// tells what a request to the model weighed; nothing waits on it, and it is written before
+    /// anything that follows it.
+    held: Mutex<Option<EncodedEvent>>,
 }
 
 impl LogSink {
+    fn take_held(&self) -> Option<EncodedEvent> {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    async fn write(&self, event: EncodedEvent) -> Result<(), SinkError> {
+        let seq = self
+            .store
+            .append_event(&self.conversation_id, &self.turn_id, &event)
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        self.tell_watchers(seq, event);
+        Ok(())
+    }
+
+    /// Writes the held event, if any, before an event written on its own.
+    async fn write_held(&self) -> Result<(), SinkError> {
+        match self.take_held() {
+            Some(held) => self.write(held).await,
+            None => Ok(()),
+        }
+    }
+
     /// Hands an event already in the log to this process's watching tabs.
     pub(crate) fn tell_watchers(&self, seq: i64, event: EncodedEvent) {
         self.news.send(
@@ -172,6 +199,7 @@ impl LogSink {
     /// Ends the turn in storage and logs `end` in the same write, so no tab sees `end` while
     /// the conversation still counts the turn as running.
     pub(crate) async fn end(&self, state: EndState, error: Option<&str>) -> Result<(), SinkError> {
+        self.write_held().await?;
         let (seq, end) = self
             .store
             .end_turn(&self.conversation_id, &self.turn_id, state, error)
@@ -189,6 +217,7 @@ impl LogSink {
         state: EndState,
         error: Option<&str>,
     ) -> Result<(), SinkError> {
+        self.write_held().await?;
         let (seq, end) = self
             .store
             .close_turn(&self.conversation_id, &self.turn_id, reply, state, error)
@@ -201,14 +230,24 @@ impl LogSink {
 
 impl TurnSink for LogSink {
     async fn event(&self, event: TurnEvent) -> Result<(), SinkError> {
+        let holds = matches!(event, TurnEvent::Request(_));
         // Encoded once: the same text is stored and handed to every watching tab.
         let encoded = event.encode();
-        let seq = self
+        if holds {
+            self.write_held().await?;
+            *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(encoded);
+            return Ok(());
+        }
+        let Some(held) = self.take_held() else {
+            return self.write(encoded).await;
+        };
+        let (first, second) = self
             .store
-            .append_event(&self.conversation_id, &self.turn_id, &encoded)
+            .append_event_pair(&self.conversation_id, &self.turn_id, &held, &encoded)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(seq, encoded);
+        self.tell_watchers(first, held);
+        self.tell_watchers(second, encoded);
         Ok(())
     }
 }

@@ -51,6 +51,21 @@ const CLOSE_POSTGRES: &str = "WITH message AS (INSERT INTO messages (id, convers
     SELECT $2, COALESCE(MAX(seq), 0) + 1, $4, $6, $7, $5 FROM turn_events \
     WHERE conversation_id = $2 RETURNING seq";
 
+/// Two events of a turn logged together, numbered one after the other.
+const PAIR_SQLITE: &str = "INSERT INTO turn_events \
+    (conversation_id, seq, turn_id, kind, data_json, at_ms) \
+    SELECT ?, last.seq + v.column1, ?, v.column2, v.column3, ? \
+    FROM (VALUES (1, ?, ?), (2, ?, ?)) AS v, \
+    (SELECT COALESCE(MAX(seq), 0) AS seq FROM turn_events WHERE conversation_id = ?) AS last \
+    ORDER BY v.column1 RETURNING seq";
+
+const PAIR_POSTGRES: &str = "INSERT INTO turn_events \
+    (conversation_id, seq, turn_id, kind, data_json, at_ms) \
+    SELECT $1, last.seq + v.column1, $2, v.column2, v.column3, $3 \
+    FROM (VALUES (1, $4, $5), (2, $6, $7)) AS v, \
+    (SELECT COALESCE(MAX(seq), 0) AS seq FROM turn_events WHERE conversation_id = $1) AS last \
+    ORDER BY v.column1 RETURNING seq";
+
 /// A turn just opened: its id, and its `start` event as numbered and written.
 #[derive(Debug)]
 pub struct OpenedTurn {
@@ -201,6 +216,51 @@ impl Store {
             .exec(&self.db)
             .await?;
         Ok(())
+    }
+
+    /// Logs two events of a turn in one statement, `first` numbered before `second`; returns
+    /// their numbers.
+    pub async fn append_event_pair(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+        first: &EncodedEvent,
+        second: &EncodedEvent,
+    ) -> StoreResult<(i64, i64)> {
+        let backend = self.db.get_database_backend();
+        for _ in 0..ATTEMPTS {
+            let now = now_ms();
+            let mut values: Vec<sea_orm::Value> = vec![
+                conversation_id.into(),
+                turn_id.into(),
+                now.into(),
+                first.kind.into(),
+                first.data_json.as_str().into(),
+                second.kind.into(),
+                second.data_json.as_str().into(),
+            ];
+            let sql = if backend == DbBackend::Postgres {
+                PAIR_POSTGRES
+            } else {
+                values.push(conversation_id.into());
+                PAIR_SQLITE
+            };
+            let statement = Statement::from_sql_and_values(backend, sql, values);
+            match self.db.query_all_raw(statement).await {
+                Ok(rows) => {
+                    let mut seqs = rows.iter().map(|row| row.try_get_by_index::<i64>(0));
+                    let (Some(a), Some(b)) = (seqs.next(), seqs.next()) else {
+                        return Err(StoreError::Database("two events were not logged".into()));
+                    };
+                    let (a, b) = (a?, b?);
+                    return Ok((a.min(b), a.max(b)));
+                }
+                // Another writer took a number (Postgres, two replicas): number them again.
+                Err(err) if is_unique_violation(&err) => {}
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Err(StoreError::Database("could not number an event; try again".into()))
     }
 
     /// Runs a request whose last statement returns an event's number.

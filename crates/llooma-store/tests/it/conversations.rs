@@ -125,6 +125,38 @@ async fn a_turn_opens_and_closes_in_one_request_each() {
 }
 
 #[tokio::test]
+async fn two_events_logged_together_are_numbered_in_order_after_the_rest() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
+    let other = store.create_conversation(&alice, "other", None, None).await.unwrap();
+    let started = TurnStarted::new(String::new());
+    let opened = store.open_turn(&c.id, "replica-1", "Hi", started.clone()).await.unwrap();
+    store.open_turn(&other.id, "replica-1", "Hi", started).await.unwrap();
+    let first = TurnEvent::text("one").encode();
+    let second = TurnEvent::text("two").encode();
+    let pair = store.append_event_pair(&c.id, &opened.turn_id, &first, &second).await.unwrap();
+    assert_eq!(pair, (2, 3));
+    let again = store.append_event_pair(&c.id, &opened.turn_id, &second, &first).await.unwrap();
+    assert_eq!(again, (4, 5));
+    let logged = store.events_after(&c.id, 1, 10).await.unwrap();
+    let texts: Vec<_> = logged.iter().map(|e| (e.seq, e.data_json.as_str())).collect();
+    assert_eq!(
+        texts,
+        [
+            (2, r#"{"delta":"one"}"#),
+            (3, r#"{"delta":"two"}"#),
+            (4, r#"{"delta":"two"}"#),
+            (5, r#"{"delta":"one"}"#)
+        ]
+    );
+    assert!(logged.iter().all(|e| e.turn_id == opened.turn_id && e.kind == "text"));
+    // Another conversation's numbers are its own.
+    assert_eq!(store.events_after(&other.id, 0, 10).await.unwrap().len(), 1);
+}
+
+#[tokio::test]
 async fn the_sessions_still_standing_are_told_in_one_read() {
     let db = TestDb::new().await;
     let store = db.store().await;
