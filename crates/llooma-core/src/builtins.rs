@@ -20,7 +20,7 @@ use crate::{
     App, AppError, FetchedPage, MemoryEntry, MemoryPort, PageReader, PortFuture, SearchHit,
     ToolError, WebSearch,
 };
-use llooma_net::{Decision, NetClient, NetError, Origin, OutboundPolicy, Purpose, Refusal, Url};
+use llooma_net::{Decision, NetClient, NetError, Origin, OutboundPolicy, Purpose, Url};
 use llooma_store::Store;
 use serde::Deserialize;
 
@@ -303,16 +303,7 @@ impl App {
         else {
             return Ok(endpoint);
         };
-        let mut message = format!("The web search address is refused: {reason}.");
-        if matches!(reason, Refusal::BlockedAddress { .. }) {
-            message.push_str(
-                " A search service on this machine or the local network listens on a loopback \
-                 or private address (127.0.0.1, ::1, 10.x, 172.16-31.x, 192.168.x, 100.64-127.x, \
-                 fc00::/7); link-local addresses, where cloud metadata services answer, are \
-                 never reachable.",
-            );
-        }
-        Err(AppError::Unprocessable { code: "address_refused", message })
+        Err(crate::providers::local_address_refused("web search service", reason))
     }
 }
 

@@ -150,16 +150,7 @@ impl App {
         let Decision::Refused { reason } = policy.decide_str(Purpose::Provider, base_url) else {
             return Ok(());
         };
-        let mut message = format!("The provider's address is refused: {reason}.");
-        if matches!(reason, Refusal::BlockedAddress { .. }) {
-            message.push_str(
-                " A provider on this machine or the local network listens on a loopback or \
-                 private address (127.0.0.1, ::1, 10.x, 172.16-31.x, 192.168.x, 100.64-127.x, \
-                 fc00::/7); link-local addresses, where cloud metadata services answer, are \
-                 never reachable.",
-            );
-        }
-        Err(AppError::Unprocessable { code: "address_refused", message })
+        Err(local_address_refused("provider", reason))
     }
 
     /// Drops the kept client of a provider changed or deleted through this replica, so no key
@@ -208,6 +199,21 @@ impl App {
         }
         Ok(answer)
     }
+}
+
+/// Why an address an administrator entered for something on this machine or the local network
+/// (a provider marked local, the web search service) can never be reached, with what such an
+/// address looks like when that is the reason.
+pub(crate) fn local_address_refused(what: &str, reason: Refusal) -> AppError {
+    let mut message = format!("The {what}'s address is refused: {reason}.");
+    if matches!(reason, Refusal::BlockedAddress { .. }) {
+        message.push_str(&format!(
+            " A {what} on this machine or the local network listens on a loopback or private \
+             address (127.0.0.1, ::1, 10.x, 172.16-31.x, 192.168.x, 100.64-127.x, fc00::/7); \
+             link-local addresses, where cloud metadata services answer, are never reachable."
+        ));
+    }
+    AppError::Unprocessable { code: "address_refused", message }
 }
 
 #[cfg(test)]

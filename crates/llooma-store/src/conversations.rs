@@ -76,7 +76,9 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
     }
 }
 
-const APPEND_ATTEMPTS: usize = 5;
+/// Numbering an event again after another replica took its number (Postgres), at most this
+/// often.
+pub(crate) const APPEND_ATTEMPTS: usize = 5;
 
 /// A new message's id: its time first, so ids sort by time.
 pub(crate) fn message_id(now_ms: i64) -> String {

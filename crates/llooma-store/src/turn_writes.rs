@@ -16,12 +16,9 @@ use sea_orm::{
 
 use llooma_types::{EncodedEvent, EndState, TurnEvent, TurnStarted};
 
-use crate::conversations::message_id;
+use crate::conversations::{APPEND_ATTEMPTS as ATTEMPTS, message_id};
 use crate::entities::turns;
 use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
-
-/// Numbering events again after another replica took a number (Postgres), at most this often.
-const ATTEMPTS: usize = 5;
 
 const OPEN_SQLITE: &str = "INSERT INTO turns (id, conversation_id, state, started_at_ms, \
     owner_replica) VALUES (?, ?, 'running', ?, ?); \
