@@ -4,7 +4,6 @@ use llooma_types::Role;
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 
 use crate::entities::{accounts, instance_settings, instance_state, sessions};
@@ -109,7 +108,7 @@ impl Store {
     /// Registers an account from the sign-up form: the first one ever becomes the administrator;
     /// later ones are users, and only while administrators keep registration open.
     pub async fn register_account(&self, new: NewAccount) -> StoreResult<RegisterOutcome> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let role = if claim_setup(&txn).await? {
             Role::Admin
         } else {
@@ -130,7 +129,7 @@ impl Store {
 
     /// Creates an administrator from the shell (`llooma admin create`), whatever the settings.
     pub async fn create_admin(&self, new: NewAccount) -> StoreResult<Account> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         claim_setup(&txn).await?;
         let account = insert_account(&txn, new, Role::Admin).await?;
         txn.commit().await?;
@@ -159,7 +158,7 @@ impl Store {
 
     /// Replaces the password hash and ends every session of the account, in one transaction.
     pub async fn change_password(&self, account_id: &str, password_hash: &str) -> StoreResult<()> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let result = accounts::Entity::update_many()
             .col_expr(accounts::Column::PasswordHash, Expr::value(password_hash))
             .col_expr(accounts::Column::PasswordChangedAtMs, Expr::value(now_ms()))

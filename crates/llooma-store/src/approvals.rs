@@ -13,7 +13,7 @@ use sea_orm::sea_query::{Expr, Query};
 use sea_orm::sqlx::postgres::PgListener;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, Set, Statement, TransactionTrait,
+    QueryOrder, Set, Statement,
 };
 use tokio::sync::mpsc;
 
@@ -223,7 +223,7 @@ impl Store {
     }
 
     async fn insert_call_row(&self, call: &PendingCall) -> StoreResult<()> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         to_active(call).insert(&txn).await?;
         if call.state == CallState::Pending {
             let notice = Notice {
@@ -261,7 +261,7 @@ impl Store {
     }
 
     async fn answer_call_row(&self, update: AnswerUpdate<'_>) -> StoreResult<bool> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         // The whole race is this statement: whoever changes the row from 'pending' won.
         let result = calls::Entity::update_many()
             .col_expr(calls::Column::State, Expr::value(update.state.as_str()))
@@ -315,7 +315,7 @@ impl Store {
         at_ms: i64,
         origin: &str,
     ) -> StoreResult<Vec<Notice>> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let filter = filter.add(calls::Column::DeadlineMs.lte(at_ms));
         let notices = self.settle(&txn, filter, CallState::Expired, at_ms, None, origin).await?;
         txn.commit().await?;
@@ -329,7 +329,7 @@ impl Store {
         reason: &str,
         origin: &str,
     ) -> StoreResult<Vec<Notice>> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let filter = match which {
             Orphans::NotAlive { me, alive_since_ms } => {
                 // A subquery, not a read followed by a write: on SQLite a deferred transaction
@@ -475,7 +475,7 @@ impl ApprovalPort for Store {
         reason: &str,
         origin: &str,
     ) -> Result<bool, PortError> {
-        let txn = self.db.begin().await.map_err(StoreError::from)?;
+        let (_held, txn) = self.begin().await?;
         let notices = self
             .settle(&txn, by_id(call_id), CallState::Interrupted, at_ms, Some(reason), origin)
             .await?;

@@ -9,7 +9,6 @@
 use sea_orm::sea_query::{Expr, SimpleExpr};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 
 use crate::entities::{bot_activations, bot_integrations, bot_leases};
@@ -234,7 +233,7 @@ impl Store {
             created_at_ms: Set(now),
             updated_at_ms: Set(now),
         };
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let inserted = model.insert(&txn).await?;
         bot_leases::ActiveModel {
             integration_id: Set(id.to_owned()),

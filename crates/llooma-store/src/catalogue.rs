@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    Statement, TransactionTrait,
+    Statement,
 };
 
 use crate::entities::{mcp_catalogue_entries as entries, mcp_catalogue_ratings as ratings};
@@ -123,7 +123,7 @@ impl Store {
         id: &str,
         entry: NewCatalogueEntry,
     ) -> StoreResult<CatalogueEntry> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let found = entries::Entity::find_by_id(id.to_owned())
             .one(&txn)
             .await?
@@ -150,7 +150,7 @@ impl Store {
 
     /// Removes an entry and its ratings together. Returns whether it existed.
     pub async fn delete_catalogue_entry(&self, id: &str) -> StoreResult<bool> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         ratings::Entity::delete_many().filter(ratings::Column::EntryId.eq(id)).exec(&txn).await?;
         let gone = entries::Entity::delete_by_id(id.to_owned()).exec(&txn).await?.rows_affected;
         txn.commit().await?;

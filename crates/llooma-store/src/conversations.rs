@@ -14,6 +14,7 @@ use sea_orm::{
 use llooma_types::{EncodedEvent, EndState, Step, StepState, TurnEvent};
 
 use crate::entities::{conversations, messages, turn_events, turns};
+use crate::turn_writes::{EVENT_POSTGRES, TURN_ERROR_SQLITE, insert_event};
 use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
 
 /// A conversation as stored.
@@ -452,7 +453,7 @@ impl Store {
         turn_id: &str,
         event: &EncodedEvent,
     ) -> StoreResult<i64> {
-        self.append(conversation_id, turn_id, event.kind, &event.data_json).await
+        self.append(conversation_id, turn_id, event).await
     }
 
     /// Ends a running turn (`done`, `failed` or `stopped`) by appending its `end` event: the
@@ -468,7 +469,7 @@ impl Store {
         error: Option<&str>,
     ) -> StoreResult<(i64, EncodedEvent)> {
         let end = TurnEvent::end(state).encode();
-        let seq = self.append(conversation_id, turn_id, end.kind, &end.data_json).await?;
+        let seq = self.append(conversation_id, turn_id, &end).await?;
         if let Some(error) = error {
             self.record_turn_error(turn_id, error).await?;
         }
@@ -477,6 +478,15 @@ impl Store {
 
     /// Keeps why a turn failed on its row.
     pub(crate) async fn record_turn_error(&self, turn_id: &str, error: &str) -> StoreResult<()> {
+        if let Some(inline) = &self.inline {
+            inline
+                .run(|conn| {
+                    conn.prepare_cached(TURN_ERROR_SQLITE)?.execute((error, turn_id))?;
+                    Ok(())
+                })
+                .await?;
+            return Ok(());
+        }
         turns::Entity::update_many()
             .col_expr(turns::Column::Error, Expr::value(error.to_owned()))
             .filter(turns::Column::Id.eq(turn_id))
@@ -489,14 +499,31 @@ impl Store {
         &self,
         conversation_id: &str,
         turn_id: &str,
-        kind: &str,
-        data_json: &str,
+        event: &EncodedEvent,
     ) -> StoreResult<i64> {
-        let event = NewEvent { conversation_id, turn_id, kind, data_json };
+        if let Some(inline) = &self.inline {
+            return Ok(inline
+                .run(|conn| Ok(insert_event(conn, conversation_id, turn_id, event, now_ms())?))
+                .await?);
+        }
+        let backend = self.backend();
         for _ in 0..APPEND_ATTEMPTS {
-            match event.insert(&self.db).await {
+            let values: [sea_orm::Value; 5] = [
+                conversation_id.into(),
+                turn_id.into(),
+                event.kind.into(),
+                event.data_json.as_str().into(),
+                now_ms().into(),
+            ];
+            let statement = Statement::from_sql_and_values(backend, EVENT_POSTGRES, values);
+            let numbered = match self.db.query_one_raw(statement).await {
+                Ok(Some(row)) => row.try_get_by_index(0),
+                Ok(None) => Err(DbErr::RecordNotInserted),
+                Err(err) => Err(err),
+            };
+            match numbered {
                 Ok(seq) => return Ok(seq),
-                // Another writer took the number (Postgres, two replicas): number it again.
+                // Another writer took the number (two replicas): number it again.
                 Err(err) if is_unique_violation(&err) => {}
                 Err(err) => return Err(err.into()),
             }
@@ -570,43 +597,5 @@ impl From<turn_events::Model> for StoredEvent {
             data_json: m.data_json,
             at_ms: m.at_ms,
         }
-    }
-}
-
-/// An event to append to a conversation's log.
-struct NewEvent<'a> {
-    conversation_id: &'a str,
-    turn_id: &'a str,
-    kind: &'a str,
-    data_json: &'a str,
-}
-
-impl NewEvent<'_> {
-    /// Numbers and inserts the event in one statement, and returns its number: one round trip
-    /// and no read-then-write (an event is written for every few streamed tokens).
-    async fn insert<C: ConnectionTrait>(&self, conn: &C) -> Result<i64, DbErr> {
-        const SQL_SQLITE: &str = "INSERT INTO turn_events \
-            (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-            SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM turn_events \
-            WHERE conversation_id = ? RETURNING seq";
-        const SQL_POSTGRES: &str = "INSERT INTO turn_events \
-            (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-            SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM turn_events \
-            WHERE conversation_id = $6 RETURNING seq";
-        let backend = conn.get_database_backend();
-        let sql = if backend == DbBackend::Postgres { SQL_POSTGRES } else { SQL_SQLITE };
-        let values: [sea_orm::Value; 6] = [
-            self.conversation_id.into(),
-            self.turn_id.into(),
-            self.kind.into(),
-            self.data_json.into(),
-            now_ms().into(),
-            self.conversation_id.into(),
-        ];
-        let row = conn
-            .query_one_raw(Statement::from_sql_and_values(backend, sql, values))
-            .await?
-            .ok_or_else(|| DbErr::RecordNotInserted)?;
-        row.try_get_by_index(0)
     }
 }

@@ -11,9 +11,11 @@ mod accounts;
 mod approvals;
 mod bots;
 mod catalogue;
+mod columns;
 mod consent;
 mod conversations;
 mod entities;
+mod inline;
 mod instance;
 mod login_failures;
 mod mcp_servers;
@@ -25,6 +27,7 @@ mod sessions;
 mod turn_context;
 mod turn_writes;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use llooma_migration::MigratorTrait;
@@ -114,6 +117,8 @@ pub enum Engine {
 pub struct Store {
     db: DatabaseConnection,
     engine: Engine,
+    /// On SQLite, the connection the hot path's statements run on (see [`inline`]).
+    inline: Option<Arc<inline::InlineSqlite>>,
 }
 
 /// Key of the Postgres advisory lock held while migrating, so replicas starting together take
@@ -132,6 +137,10 @@ impl Store {
                 "unsupported database address scheme in {:?}; use sqlite://... or postgres://...",
                 redact_url(url)
             )));
+        };
+        let file = match engine {
+            Engine::Sqlite => Some(sqlite_file(url)?),
+            Engine::Postgres => None,
         };
         let mut options = ConnectOptions::new(url.to_owned());
         options
@@ -165,7 +174,28 @@ impl Store {
             }
         }
         let db = Database::connect(options).await?;
-        Ok(Store { db, engine })
+        let inline = match file {
+            Some(file) => Some(Arc::new(inline::InlineSqlite::open(&file)?)),
+            None => None,
+        };
+        Ok(Store { db, engine, inline })
+    }
+
+    /// Begins a transaction on sea-orm's connection. On SQLite it holds the hot path's
+    /// connection still until the transaction ends (the guard, dropped after it), so that a
+    /// write from there cannot come between the transaction's reads and its writes.
+    pub(crate) async fn begin(
+        &self,
+    ) -> StoreResult<(
+        Option<tokio::sync::MutexGuard<'_, rusqlite::Connection>>,
+        sea_orm::DatabaseTransaction,
+    )> {
+        use sea_orm::TransactionTrait;
+        let held = match &self.inline {
+            Some(inline) => Some(inline.hold().await),
+            None => None,
+        };
+        Ok((held, self.db.begin().await?))
     }
 
     /// Applies every pending migration. Safe to run from several processes at once.
@@ -204,6 +234,41 @@ impl Store {
     fn backend(&self) -> DbBackend {
         self.db.get_database_backend()
     }
+}
+
+/// The file a `sqlite:` address names. The database lives in a file: the hot path opens a
+/// second connection to it, which an in-memory database would not share.
+fn sqlite_file(url: &str) -> StoreResult<std::path::PathBuf> {
+    use std::str::FromStr;
+    let options = sea_orm::sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .map_err(|e| StoreError::Unavailable(format!("{e} in {url:?}")))?;
+    let file = options.get_filename();
+    if file.as_os_str().is_empty() || file.as_os_str() == ":memory:" || url.contains("mode=memory")
+    {
+        return Err(StoreError::Unavailable(format!(
+            "{url:?} is an in-memory database; give a file, e.g. sqlite://data/llooma.db?mode=rwc"
+        )));
+    }
+    Ok(file.to_path_buf())
+}
+
+/// `?` placeholders numbered for Postgres (`$1`, `$2`, …); SQLite takes them as written.
+pub(crate) fn numbered_placeholders(backend: DbBackend, sql: &str) -> String {
+    if backend != DbBackend::Postgres {
+        return sql.to_owned();
+    }
+    let mut out = String::with_capacity(sql.len() + 8);
+    let mut n = 0;
+    for c in sql.chars() {
+        if c == '?' {
+            n += 1;
+            out.push('$');
+            out.push_str(&n.to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// Removes a password from a database address before it is shown anywhere.

@@ -7,7 +7,6 @@
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    TransactionTrait,
 };
 
 use crate::entities::{account_tool_settings, accounts, mcp_group_switches, mcp_servers};
@@ -129,7 +128,7 @@ impl Store {
         choose_slug: impl Fn(&[String]) -> String,
     ) -> StoreResult<McpServer> {
         for _ in 0..SLUG_ATTEMPTS {
-            let txn = self.db.begin().await?;
+            let (_held, txn) = self.begin().await?;
             let existing: Vec<(String, i64)> = mcp_servers::Entity::find()
                 .select_only()
                 .column(mcp_servers::Column::Slug)
@@ -294,7 +293,7 @@ impl Store {
     /// server that was removed must not come back with whatever is added at its address later.
     async fn delete_with_consent(&self, server: &McpServer) -> StoreResult<()> {
         use crate::consent::{grants_entity as grants, rules_entity as rules};
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let result = mcp_servers::Entity::delete_by_id(server.id.clone()).exec(&txn).await?;
         if result.rows_affected != 1 {
             return Err(StoreError::NotFound);

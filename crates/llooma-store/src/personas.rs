@@ -4,7 +4,7 @@
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, TransactionTrait,
+    QuerySelect, Set,
 };
 
 use crate::entities::{model_prompts, persona_memories, personas, tool_wordings};
@@ -169,7 +169,7 @@ impl Store {
         content: &str,
         max_notes: usize,
     ) -> StoreResult<Option<MemoryNote>> {
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let persona = personas::Entity::find_by_id(persona_id).lock_exclusive().one(&txn).await?;
         if persona.is_none() {
             return Err(StoreError::NotFound);

@@ -6,9 +6,7 @@
 //! test in `llooma-e2e` covers every listed column).
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement, TransactionTrait,
-};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement};
 
 use crate::entities::instance_state;
 use crate::{Store, StoreError, StoreResult, placeholder};
@@ -38,7 +36,7 @@ impl Store {
         E: std::fmt::Display,
     {
         let backend = self.backend();
-        let txn = self.db.begin().await?;
+        let (_held, txn) = self.begin().await?;
         let mut count = 0;
         for column in ENCRYPTED_COLUMNS {
             let select = format!(

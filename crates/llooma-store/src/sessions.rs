@@ -2,11 +2,15 @@
 //! the database does not let anyone sign in.
 
 use sea_orm::sea_query::Expr;
-use sea_orm::{ActiveModelTrait, ColumnTrait, Condition, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
+    Statement,
+};
 
 use crate::Account;
+use crate::columns::Columns;
 use crate::entities::{accounts, sessions};
-use crate::{Store, StoreResult};
+use crate::{Store, StoreResult, numbered_placeholders};
 
 /// A stored session.
 #[derive(Clone, PartialEq, Eq)]
@@ -47,6 +51,34 @@ impl std::fmt::Debug for NewSession {
     }
 }
 
+/// A session and its account; the account's columns carry a prefix.
+const SESSION_WITH_ACCOUNT: &str = "SELECT s.token_hash, s.account_id, s.csrf_token, \
+    s.created_at_ms, s.last_seen_at_ms, s.expires_at_ms, a.id AS a_id, a.username AS a_username, \
+    a.display_name AS a_display_name, a.password_hash AS a_password_hash, a.role AS a_role, \
+    a.created_at_ms AS a_created_at_ms, a.password_changed_at_ms AS a_password_changed_at_ms \
+    FROM sessions s JOIN accounts a ON a.id = s.account_id WHERE s.token_hash = ?";
+
+fn session_and_account(row: &impl Columns) -> StoreResult<(Session, Account)> {
+    let session = Session {
+        token_hash: row.required_text("token_hash")?,
+        account_id: row.required_text("account_id")?,
+        csrf_token: row.required_text("csrf_token")?,
+        created_at_ms: row.required_int("created_at_ms")?,
+        last_seen_at_ms: row.required_int("last_seen_at_ms")?,
+        expires_at_ms: row.required_int("expires_at_ms")?,
+    };
+    let account = crate::accounts::from_model(accounts::Model {
+        id: row.required_text("a_id")?,
+        username: row.required_text("a_username")?,
+        display_name: row.required_text("a_display_name")?,
+        password_hash: row.required_text("a_password_hash")?,
+        role: row.required_text("a_role")?,
+        created_at_ms: row.required_int("a_created_at_ms")?,
+        password_changed_at_ms: row.required_int("a_password_changed_at_ms")?,
+    })?;
+    Ok((session, account))
+}
+
 fn from_model(model: sessions::Model) -> Session {
     Session {
         token_hash: model.token_hash,
@@ -79,15 +111,24 @@ impl Store {
         &self,
         token_hash: &str,
     ) -> StoreResult<Option<(Session, Account)>> {
-        let found = sessions::Entity::find_by_id(token_hash.to_owned())
-            .find_also_related(accounts::Entity)
-            .one(&self.db)
-            .await?;
-        match found {
-            Some((session, Some(account))) => {
-                Ok(Some((from_model(session), crate::accounts::from_model(account)?)))
-            }
-            _ => Ok(None),
+        if let Some(inline) = &self.inline {
+            return Ok(inline
+                .run(|conn| {
+                    let mut statement = conn.prepare_cached(SESSION_WITH_ACCOUNT)?;
+                    let mut rows = statement.query([token_hash])?;
+                    Ok(match rows.next()? {
+                        Some(row) => Some(session_and_account(row)?),
+                        None => None,
+                    })
+                })
+                .await?);
+        }
+        let backend = self.backend();
+        let sql = numbered_placeholders(backend, SESSION_WITH_ACCOUNT);
+        let statement = Statement::from_sql_and_values(backend, sql, [token_hash.into()]);
+        match self.db.query_one_raw(statement).await? {
+            Some(row) => Ok(Some(session_and_account(&row)?)),
+            None => Ok(None),
         }
     }
 

@@ -8,14 +8,17 @@
 
 use std::sync::OnceLock;
 
-use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, QueryResult, Statement};
+use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
+use crate::columns::Columns;
 use crate::conversations::{Conversation, conversation};
 use crate::entities::{conversations, personas, providers};
 use crate::instance::ROW;
 use crate::personas::{Persona, persona};
 use crate::providers::{Provider, from_model as provider};
-use crate::{InstanceSettings, Store, StoreError, StoreResult, ToolSettings};
+use crate::{
+    InstanceSettings, Store, StoreError, StoreResult, ToolSettings, numbered_placeholders,
+};
 
 /// What [`Store::turn_context`] reads.
 #[derive(Clone, Debug)]
@@ -100,27 +103,11 @@ fn sql(backend: DbBackend) -> &'static str {
         (&SQLITE, WORDINGS_SQLITE, HISTORY_SQLITE)
     };
     built.get_or_init(|| {
-        placeholders(backend, &SQL.replace("{wordings}", wordings).replace("{history}", history))
+        numbered_placeholders(
+            backend,
+            &SQL.replace("{wordings}", wordings).replace("{history}", history),
+        )
     })
-}
-
-/// `?` placeholders numbered for Postgres (`$1`, `$2`, …); SQLite takes them as written.
-fn placeholders(backend: DbBackend, sql: &str) -> String {
-    if backend != DbBackend::Postgres {
-        return sql.to_owned();
-    }
-    let mut out = String::with_capacity(sql.len() + 8);
-    let mut n = 0;
-    for c in sql.chars() {
-        if c == '?' {
-            n += 1;
-            out.push('$');
-            out.push_str(&n.to_string());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 impl Store {
@@ -131,60 +118,93 @@ impl Store {
         account_id: &str,
         conversation_id: &str,
     ) -> StoreResult<Option<TurnContext>> {
-        let backend = self.db.get_database_backend();
+        if let Some(inline) = &self.inline {
+            let sql = sql(DbBackend::Sqlite);
+            return Ok(inline
+                .run(|conn| {
+                    let mut statement = conn.prepare_cached(sql)?;
+                    let mut rows = statement.query((ROW, conversation_id, account_id))?;
+                    Ok(match rows.next()? {
+                        Some(row) => Some(read(row)?),
+                        None => None,
+                    })
+                })
+                .await?);
+        }
+        let backend = self.backend();
         let values: [sea_orm::Value; 3] = [ROW.into(), conversation_id.into(), account_id.into()];
         let statement = Statement::from_sql_and_values(backend, sql(backend), values);
-        let Some(row) = self.db.query_one_raw(statement).await? else {
-            return Ok(None);
-        };
-        Ok(Some(read(&row)?))
+        match self.db.query_one_raw(statement).await? {
+            Some(row) => Ok(Some(read(&row)?)),
+            None => Ok(None),
+        }
     }
 }
 
-fn read(row: &QueryResult) -> StoreResult<TurnContext> {
-    let conversation = conversation(conversations::Model::from_query_result(row, "")?);
-    let registration_open: Option<bool> = row.try_get("", "i_registration_open")?;
-    let Some(registration_open) = registration_open else {
+fn read(row: &impl Columns) -> StoreResult<TurnContext> {
+    let conversation = conversation(conversations::Model {
+        id: row.required_text("id")?,
+        account_id: row.required_text("account_id")?,
+        title: row.required_text("title")?,
+        provider_id: row.text("provider_id")?,
+        model: row.text("model")?,
+        mcp_enabled: row.required_flag("mcp_enabled")?,
+        created_at_ms: row.required_int("created_at_ms")?,
+        updated_at_ms: row.required_int("updated_at_ms")?,
+        persona_id: row.text("persona_id")?,
+    });
+    let Some(registration_open) = row.flag("i_registration_open")? else {
         return Err(StoreError::Corrupt("the instance_settings row is missing".into()));
     };
-    let default_provider: Option<String> = row.try_get("", "i_default_provider_id")?;
-    let default_model: Option<String> = row.try_get("", "i_default_model")?;
+    let default_provider = row.text("i_default_provider_id")?;
+    let default_model = row.text("i_default_model")?;
     let instance = InstanceSettings {
         registration_open,
-        users_can_add_mcp_servers: row.try_get("", "i_users_can_add_mcp_servers")?,
-        web_search_url: row.try_get("", "i_web_search_url")?,
-        system_prompt: row.try_get("", "i_system_prompt")?,
+        users_can_add_mcp_servers: row.required_flag("i_users_can_add_mcp_servers")?,
+        web_search_url: row.text("i_web_search_url")?,
+        system_prompt: row.text("i_system_prompt")?,
         default_model: default_provider.zip(default_model),
     };
-    let budget: Option<i64> = row.try_get("", "t_tool_budget")?;
-    let tool_settings = match budget {
+    let tool_settings = match row.int("t_tool_budget")? {
         Some(budget) => ToolSettings {
             tool_budget: u32::try_from(budget).unwrap_or(u32::MAX),
-            mcp_everywhere: row.try_get("", "t_mcp_everywhere")?,
-            announce_mode: row.try_get("", "t_announce_mode")?,
+            mcp_everywhere: row.required_flag("t_mcp_everywhere")?,
+            announce_mode: row.required_flag("t_announce_mode")?,
         },
         None => ToolSettings::default(),
     };
-    let persona_id: Option<String> = row.try_get("", "p_id")?;
-    let persona = match persona_id {
-        Some(_) => Some(persona(personas::Model::from_query_result(row, "p_")?)),
+    let persona = match row.text("p_id")? {
+        Some(id) => Some(persona(personas::Model {
+            id,
+            account_id: row.required_text("p_account_id")?,
+            name: row.required_text("p_name")?,
+            prompt: row.required_text("p_prompt")?,
+            memory_enabled: row.required_flag("p_memory_enabled")?,
+            created_at_ms: row.required_int("p_created_at_ms")?,
+            updated_at_ms: row.required_int("p_updated_at_ms")?,
+        })),
         None => None,
     };
-    let provider_id: Option<String> = row.try_get("", "pr_id")?;
-    let provider = match provider_id {
-        Some(_) => Some(provider(providers::Model::from_query_result(row, "pr_")?)),
+    let provider = match row.text("pr_id")? {
+        Some(id) => Some(provider(providers::Model {
+            id,
+            name: row.required_text("pr_name")?,
+            base_url: row.required_text("pr_base_url")?,
+            api_key_ciphertext: row.text("pr_api_key_ciphertext")?,
+            created_at_ms: row.required_int("pr_created_at_ms")?,
+            updated_at_ms: row.required_int("pr_updated_at_ms")?,
+            models_json: row.text("pr_models_json")?,
+            local_network: row.required_flag("pr_local_network")?,
+        })),
         None => None,
     };
-    let titles_from_model: Option<bool> = row.try_get("", "titles_from_model")?;
-    let wordings: Option<String> = row.try_get("", "wordings")?;
-    let mut tool_wordings: Vec<(String, String)> = match wordings {
+    let mut tool_wordings: Vec<(String, String)> = match row.text("wordings")? {
         Some(json) => serde_json::from_str(&json)
             .map_err(|e| StoreError::Corrupt(format!("tool wordings as JSON: {e}")))?,
         None => Vec::new(),
     };
     tool_wordings.sort();
-    let history: Option<String> = row.try_get("", "history")?;
-    let history: Vec<(String, String, Option<String>)> = match history {
+    let history: Vec<(String, String, Option<String>)> = match row.text("history")? {
         Some(json) => serde_json::from_str(&json)
             .map_err(|e| StoreError::Corrupt(format!("a conversation's messages as JSON: {e}")))?,
         None => Vec::new(),
@@ -198,8 +218,8 @@ fn read(row: &QueryResult) -> StoreResult<TurnContext> {
         tool_settings,
         instance,
         persona,
-        model_prompt: row.try_get("", "model_prompt")?,
-        titles_from_model: titles_from_model.unwrap_or(false),
+        model_prompt: row.text("model_prompt")?,
+        titles_from_model: row.flag("titles_from_model")?.unwrap_or(false),
         provider,
         tool_wordings,
         history,

@@ -4,29 +4,34 @@
 //! trip (on SQLite two hand-offs to sqlx's worker thread and back), and a turn's cost was
 //! mostly those.
 //!
-//! SQLite runs the statements of one request in order and stops at the first that fails (each
-//! commits on its own, as they did one by one); Postgres gets one statement of common table
-//! expressions, all or nothing. Either way, a failure leaves what it did before as separate
-//! statements would have: the caller ends a turn it could not finish opening.
+//! SQLite runs them in one transaction on the hot path's own connection ([`crate::inline`]);
+//! Postgres gets one statement of common table expressions. Either way it is all or nothing.
 
-use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, Statement,
-};
+use sea_orm::{ConnectionTrait, DbErr, Statement};
 
 use llooma_types::{EncodedEvent, EndState, TurnEvent, TurnStarted};
 
 use crate::conversations::{APPEND_ATTEMPTS as ATTEMPTS, message_id};
-use crate::entities::turns;
-use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
+use crate::{Store, StoreError, StoreResult, inline, is_unique_violation, now_ms};
 
-const OPEN_SQLITE: &str = "INSERT INTO turns (id, conversation_id, state, started_at_ms, \
-    owner_replica) VALUES (?, ?, 'running', ?, ?); \
-    INSERT INTO messages (id, conversation_id, role, content, turn_id, created_at_ms) \
-    VALUES (?, ?, 'user', ?, ?, ?); \
-    INSERT INTO turn_events (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-    SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM turn_events \
-    WHERE conversation_id = ? RETURNING seq";
+/// An event numbered after the conversation's last and written, in one statement (no
+/// read-then-write); the database gives back its number.
+pub(crate) const EVENT_SQLITE: &str = "INSERT INTO turn_events \
+    (conversation_id, seq, turn_id, kind, data_json, at_ms) \
+    SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5 FROM turn_events \
+    WHERE conversation_id = ?1 RETURNING seq";
+pub(crate) const EVENT_POSTGRES: &str = "INSERT INTO turn_events \
+    (conversation_id, seq, turn_id, kind, data_json, at_ms) \
+    SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM turn_events \
+    WHERE conversation_id = $1 RETURNING seq";
+
+const TURN_SQLITE: &str = "INSERT INTO turns (id, conversation_id, state, started_at_ms, \
+    owner_replica) VALUES (?, ?, 'running', ?, ?)";
+
+const MESSAGE_SQLITE: &str = "INSERT INTO messages (id, conversation_id, role, content, turn_id, \
+    created_at_ms) VALUES (?, ?, ?, ?, ?, ?)";
+
+pub(crate) const TURN_ERROR_SQLITE: &str = "UPDATE turns SET error = ? WHERE id = ?";
 
 const OPEN_POSTGRES: &str = "WITH turn AS (INSERT INTO turns (id, conversation_id, state, \
     started_at_ms, owner_replica) VALUES ($1, $2, 'running', $3, $4) RETURNING id), \
@@ -36,12 +41,6 @@ const OPEN_POSTGRES: &str = "WITH turn AS (INSERT INTO turns (id, conversation_i
     SELECT $2, COALESCE(MAX(seq), 0) + 1, $1, $7, $8, $3 FROM turn_events \
     WHERE conversation_id = $2 RETURNING seq";
 
-const CLOSE_SQLITE: &str = "INSERT INTO messages (id, conversation_id, role, content, turn_id, \
-    created_at_ms) VALUES (?, ?, 'assistant', ?, ?, ?); \
-    INSERT INTO turn_events (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-    SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM turn_events \
-    WHERE conversation_id = ? RETURNING seq";
-
 const CLOSE_POSTGRES: &str = "WITH message AS (INSERT INTO messages (id, conversation_id, role, \
     content, turn_id, created_at_ms) VALUES ($1, $2, 'assistant', $3, $4, $5)) \
     INSERT INTO turn_events (conversation_id, seq, turn_id, kind, data_json, at_ms) \
@@ -49,13 +48,6 @@ const CLOSE_POSTGRES: &str = "WITH message AS (INSERT INTO messages (id, convers
     WHERE conversation_id = $2 RETURNING seq";
 
 /// Two events of a turn logged together, numbered one after the other.
-const PAIR_SQLITE: &str = "INSERT INTO turn_events \
-    (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-    SELECT ?, last.seq + v.column1, ?, v.column2, v.column3, ? \
-    FROM (VALUES (1, ?, ?), (2, ?, ?)) AS v, \
-    (SELECT COALESCE(MAX(seq), 0) AS seq FROM turn_events WHERE conversation_id = ?) AS last \
-    ORDER BY v.column1 RETURNING seq";
-
 const PAIR_POSTGRES: &str = "INSERT INTO turn_events \
     (conversation_id, seq, turn_id, kind, data_json, at_ms) \
     SELECT $1, last.seq + v.column1, $2, v.column2, v.column3, $3 \
@@ -85,57 +77,60 @@ impl Store {
         let turn_id = uuid::Uuid::new_v4().to_string();
         started.turn_id.clone_from(&turn_id);
         let start = TurnEvent::Start(started).encode();
-        let backend = self.db.get_database_backend();
+        let opened =
+            |start_seq| OpenedTurn { turn_id: turn_id.clone(), start_seq, start: start.clone() };
+        if let Some(inline) = &self.inline {
+            let written = inline
+                .write(|txn| {
+                    let now = now_ms();
+                    txn.prepare_cached(TURN_SQLITE)?.execute((
+                        &turn_id,
+                        conversation_id,
+                        now,
+                        owner_replica,
+                    ))?;
+                    let message_id = message_id(now);
+                    txn.prepare_cached(MESSAGE_SQLITE)?.execute((
+                        message_id,
+                        conversation_id,
+                        "user",
+                        message,
+                        &turn_id,
+                        now,
+                    ))?;
+                    Ok(insert_event(txn, conversation_id, &turn_id, &start, now)?)
+                })
+                .await;
+            return match written {
+                Ok(start_seq) => Ok(opened(start_seq)),
+                Err(err) if inline::is_unique_violation(&err) => Err(StoreError::TurnRunning),
+                Err(err) => Err(err.into()),
+            };
+        }
+        let backend = self.backend();
         for _ in 0..ATTEMPTS {
             let now = now_ms();
-            let message_id = message_id(now);
-            let statement = if backend == DbBackend::Postgres {
-                let values: [sea_orm::Value; 8] = [
-                    turn_id.as_str().into(),
-                    conversation_id.into(),
-                    now.into(),
-                    owner_replica.into(),
-                    message_id.into(),
-                    message.into(),
-                    start.kind.into(),
-                    start.data_json.as_str().into(),
-                ];
-                Statement::from_sql_and_values(backend, OPEN_POSTGRES, values)
-            } else {
-                let values: [sea_orm::Value; 15] = [
-                    turn_id.as_str().into(),
-                    conversation_id.into(),
-                    now.into(),
-                    owner_replica.into(),
-                    message_id.into(),
-                    conversation_id.into(),
-                    message.into(),
-                    turn_id.as_str().into(),
-                    now.into(),
-                    conversation_id.into(),
-                    turn_id.as_str().into(),
-                    start.kind.into(),
-                    start.data_json.as_str().into(),
-                    now.into(),
-                    conversation_id.into(),
-                ];
-                Statement::from_sql_and_values(backend, OPEN_SQLITE, values)
-            };
+            let values: [sea_orm::Value; 8] = [
+                turn_id.as_str().into(),
+                conversation_id.into(),
+                now.into(),
+                owner_replica.into(),
+                message_id(now).into(),
+                message.into(),
+                start.kind.into(),
+                start.data_json.as_str().into(),
+            ];
+            let statement = Statement::from_sql_and_values(backend, OPEN_POSTGRES, values);
             match self.numbered(statement).await {
-                Ok(start_seq) => return Ok(OpenedTurn { turn_id, start_seq, start }),
+                Ok(start_seq) => return Ok(opened(start_seq)),
                 Err(err) if is_unique_violation(&err) => {
                     if self.running_turn(conversation_id).await?.is_some() {
                         return Err(StoreError::TurnRunning);
                     }
-                    // Another replica took the event's number (Postgres): all or nothing was
-                    // written, so number it again.
+                    // Another replica took the event's number: nothing was written, so number
+                    // it again.
                 }
-                Err(err) => {
-                    // On SQLite the turn's row may have been written before the failure: it
-                    // must not keep the conversation busy.
-                    let _ = self.fail_turn_quietly(&turn_id, &err.to_string()).await;
-                    return Err(err.into());
-                }
+                Err(err) => return Err(err.into()),
             }
         }
         Err(StoreError::Database("could not number an event; try again".into()))
@@ -156,37 +151,40 @@ impl Store {
             return self.end_turn(conversation_id, turn_id, state, error).await;
         }
         let end = TurnEvent::end(state).encode();
-        let backend = self.db.get_database_backend();
+        if let Some(inline) = &self.inline {
+            let seq = inline
+                .write(|txn| {
+                    let now = now_ms();
+                    txn.prepare_cached(MESSAGE_SQLITE)?.execute((
+                        message_id(now),
+                        conversation_id,
+                        "assistant",
+                        reply,
+                        turn_id,
+                        now,
+                    ))?;
+                    let seq = insert_event(txn, conversation_id, turn_id, &end, now)?;
+                    if let Some(error) = error {
+                        txn.prepare_cached(TURN_ERROR_SQLITE)?.execute((error, turn_id))?;
+                    }
+                    Ok(seq)
+                })
+                .await?;
+            return Ok((seq, end));
+        }
+        let backend = self.backend();
         for _ in 0..ATTEMPTS {
             let now = now_ms();
-            let message_id = message_id(now);
-            let statement = if backend == DbBackend::Postgres {
-                let values: [sea_orm::Value; 7] = [
-                    message_id.into(),
-                    conversation_id.into(),
-                    reply.into(),
-                    turn_id.into(),
-                    now.into(),
-                    end.kind.into(),
-                    end.data_json.as_str().into(),
-                ];
-                Statement::from_sql_and_values(backend, CLOSE_POSTGRES, values)
-            } else {
-                let values: [sea_orm::Value; 11] = [
-                    message_id.into(),
-                    conversation_id.into(),
-                    reply.into(),
-                    turn_id.into(),
-                    now.into(),
-                    conversation_id.into(),
-                    turn_id.into(),
-                    end.kind.into(),
-                    end.data_json.as_str().into(),
-                    now.into(),
-                    conversation_id.into(),
-                ];
-                Statement::from_sql_and_values(backend, CLOSE_SQLITE, values)
-            };
+            let values: [sea_orm::Value; 7] = [
+                message_id(now).into(),
+                conversation_id.into(),
+                reply.into(),
+                turn_id.into(),
+                now.into(),
+                end.kind.into(),
+                end.data_json.as_str().into(),
+            ];
+            let statement = Statement::from_sql_and_values(backend, CLOSE_POSTGRES, values);
             match self.numbered(statement).await {
                 Ok(seq) => {
                     if let Some(error) = error {
@@ -194,28 +192,15 @@ impl Store {
                     }
                     return Ok((seq, end));
                 }
-                // Postgres, another replica took the number: nothing was written, again.
-                Err(err) if is_unique_violation(&err) && backend == DbBackend::Postgres => {}
+                // Another replica took the number: nothing was written, again.
+                Err(err) if is_unique_violation(&err) => {}
                 Err(err) => return Err(err.into()),
             }
         }
         Err(StoreError::Database("could not number an event; try again".into()))
     }
 
-    /// Ends a running turn as failed without logging anything (its log never started).
-    async fn fail_turn_quietly(&self, turn_id: &str, error: &str) -> StoreResult<()> {
-        turns::Entity::update_many()
-            .col_expr(turns::Column::State, Expr::value("failed"))
-            .col_expr(turns::Column::EndedAtMs, Expr::value(now_ms()))
-            .col_expr(turns::Column::Error, Expr::value(error.to_owned()))
-            .filter(turns::Column::Id.eq(turn_id))
-            .filter(turns::Column::State.eq("running"))
-            .exec(&self.db)
-            .await?;
-        Ok(())
-    }
-
-    /// Logs two events of a turn in one statement, `first` numbered before `second`; returns
+    /// Logs two events of a turn in one request, `first` numbered before `second`; returns
     /// their numbers.
     pub async fn append_event_pair(
         &self,
@@ -224,25 +209,28 @@ impl Store {
         first: &EncodedEvent,
         second: &EncodedEvent,
     ) -> StoreResult<(i64, i64)> {
-        let backend = self.db.get_database_backend();
+        if let Some(inline) = &self.inline {
+            return Ok(inline
+                .write(|txn| {
+                    let now = now_ms();
+                    let a = insert_event(txn, conversation_id, turn_id, first, now)?;
+                    let b = insert_event(txn, conversation_id, turn_id, second, now)?;
+                    Ok((a, b))
+                })
+                .await?);
+        }
+        let backend = self.backend();
         for _ in 0..ATTEMPTS {
-            let now = now_ms();
-            let mut values: Vec<sea_orm::Value> = vec![
+            let values: [sea_orm::Value; 7] = [
                 conversation_id.into(),
                 turn_id.into(),
-                now.into(),
+                now_ms().into(),
                 first.kind.into(),
                 first.data_json.as_str().into(),
                 second.kind.into(),
                 second.data_json.as_str().into(),
             ];
-            let sql = if backend == DbBackend::Postgres {
-                PAIR_POSTGRES
-            } else {
-                values.push(conversation_id.into());
-                PAIR_SQLITE
-            };
-            let statement = Statement::from_sql_and_values(backend, sql, values);
+            let statement = Statement::from_sql_and_values(backend, PAIR_POSTGRES, values);
             match self.db.query_all_raw(statement).await {
                 Ok(rows) => {
                     let mut seqs = rows.iter().map(|row| row.try_get_by_index::<i64>(0));
@@ -252,7 +240,7 @@ impl Store {
                     let (a, b) = (a?, b?);
                     return Ok((a.min(b), a.max(b)));
                 }
-                // Another writer took a number (Postgres, two replicas): number them again.
+                // Another writer took a number (two replicas): number them again.
                 Err(err) if is_unique_violation(&err) => {}
                 Err(err) => return Err(err.into()),
             }
@@ -265,4 +253,16 @@ impl Store {
         let row = self.db.query_one_raw(statement).await?.ok_or(DbErr::RecordNotInserted)?;
         row.try_get_by_index(0)
     }
+}
+
+/// Numbers and writes `event` on the hot path's SQLite connection; returns its number.
+pub(crate) fn insert_event(
+    conn: &rusqlite::Connection,
+    conversation_id: &str,
+    turn_id: &str,
+    event: &EncodedEvent,
+    now: i64,
+) -> rusqlite::Result<i64> {
+    conn.prepare_cached(EVENT_SQLITE)?
+        .query_row((conversation_id, turn_id, event.kind, &event.data_json, now), |row| row.get(0))
 }

@@ -278,3 +278,61 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     // Another conversation's messages are not in it.
     assert!(store.turn_context(&alice, &bare.id).await.unwrap().unwrap().history.is_empty());
 }
+
+/// On SQLite a turn's writes go through a connection of their own, beside the one the rest of
+/// the store uses: writes from both at once must all land, none refused as "database is
+/// locked", and the transactions that read before they write must not be cut short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_s_writes_and_every_other_write_at_once_all_land() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let other = store.create_conversation(&alice, "quiet", None, None).await.unwrap();
+    let persona = store.create_persona(&alice, "Scribe", "", true).await.unwrap();
+    // One turn per conversation runs at a time: four turns, four conversations.
+    let mut turns = Vec::new();
+    for n in 0..4 {
+        let c = store.create_conversation(&alice, &format!("busy {n}"), None, None).await.unwrap();
+        let started = TurnStarted::new(String::new());
+        let turn = store.open_turn(&c.id, "replica-1", "go", started).await.unwrap();
+        turns.push((c.id, turn.turn_id));
+    }
+
+    let mut tasks = Vec::new();
+    for (writer, (c_id, turn_id)) in turns.iter().cloned().enumerate() {
+        let events = store.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..25 {
+                let text = TurnEvent::text(format!("{writer}.{n}")).encode();
+                events.append_event(&c_id, &turn_id, &text).await.unwrap();
+            }
+        }));
+        let (notes, persona_id) = (store.clone(), persona.id.clone());
+        tasks.push(tokio::spawn(async move {
+            for n in 0..10 {
+                let note = format!("note {writer}.{n}");
+                notes.add_memory_note(&persona_id, &note, 100).await.unwrap().unwrap();
+            }
+        }));
+        let (messages, other_id) = (store.clone(), other.id.clone());
+        tasks.push(tokio::spawn(async move {
+            for n in 0..25 {
+                messages
+                    .add_message(&other_id, "user", &format!("{writer}.{n}"), None)
+                    .await
+                    .unwrap();
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+
+    for (c_id, _) in &turns {
+        let events = store.events_after(c_id, 0, 1000).await.unwrap();
+        let seqs: Vec<i64> = events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (1..=26).collect::<Vec<i64>>(), "every event, numbered without a gap");
+    }
+    assert_eq!(store.memory_notes(&persona.id).await.unwrap().len(), 40);
+    assert_eq!(store.messages(&other.id).await.unwrap().len(), 100);
+}
