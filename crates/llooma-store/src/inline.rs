@@ -110,12 +110,10 @@ impl InlineSqlite {
     /// Opens a second connection to the database file at `path`, which sqlx has opened (and
     /// put in WAL mode, which the file keeps) before.
     pub(crate) fn open(path: &Path) -> StoreResult<InlineSqlite> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX
-            | OpenFlags::SQLITE_OPEN_URI;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(sqlite_error)?;
         // No busy wait (see the module's comment): a busy database is tried again from
-        // `run`, without blocking the thread.
+        // `retrying`, without blocking the thread.
         conn.busy_timeout(Duration::ZERO).map_err(sqlite_error)?;
         conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
             .map_err(sqlite_error)?;
@@ -129,19 +127,7 @@ impl InlineSqlite {
         &self,
         mut work: impl FnMut(&Connection) -> Result<T, InlineError>,
     ) -> Result<T, InlineError> {
-        let since = Instant::now();
-        loop {
-            let result = {
-                let conn = self.conn.lock().await;
-                work(&conn)
-            };
-            match result {
-                Err(err) if is_busy(&err) && since.elapsed() < BUSY_PATIENCE => {
-                    tokio::time::sleep(BUSY_PAUSE).await;
-                }
-                result => return result,
-            }
-        }
+        self.retrying(|conn| work(conn)).await
     }
 
     /// Runs `work` in one write transaction, all or nothing, on this thread; again while
@@ -150,12 +136,18 @@ impl InlineSqlite {
         &self,
         mut work: impl FnMut(&Transaction<'_>) -> Result<T, InlineError>,
     ) -> Result<T, InlineError> {
+        self.retrying(|conn| in_transaction(conn, &mut work)).await
+    }
+
+    /// Runs `work` with the connection; while another writer holds the database, lets go of
+    /// the connection, pauses without blocking the thread, and runs it again.
+    async fn retrying<T>(
+        &self,
+        mut work: impl FnMut(&mut Connection) -> Result<T, InlineError>,
+    ) -> Result<T, InlineError> {
         let since = Instant::now();
         loop {
-            let result = {
-                let mut conn = self.conn.lock().await;
-                in_transaction(&mut conn, &mut work)
-            };
+            let result = work(&mut *self.conn.lock().await);
             match result {
                 Err(err) if is_busy(&err) && since.elapsed() < BUSY_PATIENCE => {
                     tokio::time::sleep(BUSY_PAUSE).await;

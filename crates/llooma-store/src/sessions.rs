@@ -1,10 +1,12 @@
 //! Sign-in sessions. The cookie carries a random token; only its SHA-256 is stored, so a copy of
 //! the database does not let anyone sign in.
 
+use std::sync::OnceLock;
+
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, EntityTrait, QueryFilter, Set,
-    Statement,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
+    Set, Statement,
 };
 
 use crate::Account;
@@ -123,9 +125,12 @@ impl Store {
                 })
                 .await?);
         }
-        let backend = self.backend();
-        let sql = numbered_placeholders(backend, SESSION_WITH_ACCOUNT);
-        let statement = Statement::from_sql_and_values(backend, sql, [token_hash.into()]);
+        // Postgres numbers its placeholders: the query is written so once.
+        static POSTGRES: OnceLock<String> = OnceLock::new();
+        let sql = POSTGRES
+            .get_or_init(|| numbered_placeholders(DbBackend::Postgres, SESSION_WITH_ACCOUNT));
+        let statement =
+            Statement::from_sql_and_values(DbBackend::Postgres, sql, [token_hash.into()]);
         match self.db.query_one_raw(statement).await? {
             Some(row) => Ok(Some(session_and_account(&row)?)),
             None => Ok(None),
