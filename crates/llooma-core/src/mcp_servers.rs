@@ -778,9 +778,23 @@ impl App {
             },
         );
         let mut tools = Vec::new();
+        // Each server's token, decrypted once for all its tools.
+        let mut server_tokens: std::collections::HashMap<&str, Option<Secret>> =
+            std::collections::HashMap::new();
         for candidate in outcome.offered {
             let Some(this) = loaded.iter().find(|l| l.server.id == candidate.server) else {
                 continue;
+            };
+            let token = match server_tokens.get(this.server.id.as_str()) {
+                Some(token) => token.clone(),
+                None => {
+                    let token = match tokens {
+                        Tokens::Decrypt => decrypt_token(self, &this.server)?,
+                        Tokens::Leave => None,
+                    };
+                    server_tokens.insert(&this.server.id, token.clone());
+                    token
+                }
             };
             let Some(def) = this.snapshot.tools.iter().find(|t| t.name == candidate.tool) else {
                 continue;
@@ -793,10 +807,7 @@ impl App {
                 server_id: this.server.id.clone(),
                 server_label: this.server.label.clone(),
                 server_address: this.server.address.clone(),
-                token: match tokens {
-                    Tokens::Decrypt => decrypt_token(self, &this.server)?,
-                    Tokens::Leave => None,
-                },
+                token,
                 tool_name: def.name.clone(),
                 group: candidate.group.clone(),
                 description: def.description.clone().unwrap_or_default(),

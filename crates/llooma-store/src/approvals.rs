@@ -13,7 +13,7 @@ use sea_orm::sea_query::{Expr, Query};
 use sea_orm::sqlx::postgres::PgListener;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, Set, Statement,
+    QueryOrder, QueryTrait, Set, Statement,
 };
 use tokio::sync::mpsc;
 
@@ -223,6 +223,12 @@ impl Store {
     }
 
     async fn insert_call_row(&self, call: &PendingCall) -> StoreResult<()> {
+        if let Some(inline) = &self.inline {
+            // One statement, on the calling thread; SQLite has no notices to send.
+            let statement = calls::Entity::insert(to_active(call)).build(DbBackend::Sqlite);
+            inline.run(|conn| crate::inline_orm::execute(conn, &statement)).await?;
+            return Ok(());
+        }
         let (_held, txn) = self.begin().await?;
         to_active(call).insert(&txn).await?;
         if call.state == CallState::Pending {
@@ -240,8 +246,7 @@ impl Store {
 
     /// One stored call, whatever its state.
     pub async fn approval_call(&self, call_id: &str) -> StoreResult<Option<PendingCall>> {
-        calls::Entity::find_by_id(call_id.to_owned())
-            .one(&self.db)
+        self.find_one(calls::Entity::find_by_id(call_id.to_owned()))
             .await?
             .map(from_model)
             .transpose()
@@ -249,15 +254,11 @@ impl Store {
 
     /// The account's pending calls, oldest first.
     pub async fn pending_approval_calls(&self, account_id: &str) -> StoreResult<Vec<PendingCall>> {
-        calls::Entity::find()
+        let query = calls::Entity::find()
             .filter(calls::Column::AccountId.eq(account_id))
             .filter(calls::Column::State.eq(PENDING))
-            .order_by_asc(calls::Column::CreatedAtMs)
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(from_model)
-            .collect()
+            .order_by_asc(calls::Column::CreatedAtMs);
+        self.find_all(query).await?.into_iter().map(from_model).collect()
     }
 
     async fn answer_call_row(&self, update: AnswerUpdate<'_>) -> StoreResult<bool> {

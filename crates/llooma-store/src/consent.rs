@@ -225,7 +225,7 @@ pub(crate) async fn insert_grant<C: ConnectionTrait>(
 impl Store {
     /// The account's permission mode; `ask` until it is changed.
     pub async fn permission_mode(&self, account_id: &str) -> StoreResult<PermissionMode> {
-        match modes::Entity::find_by_id(account_id.to_owned()).one(&self.db).await? {
+        match self.find_one(modes::Entity::find_by_id(account_id.to_owned())).await? {
             None => Ok(PermissionMode::default()),
             Some(row) => PermissionMode::parse(&row.mode).ok_or_else(|| {
                 StoreError::Corrupt(format!("unknown permission mode {:?}", row.mode))
@@ -255,15 +255,11 @@ impl Store {
 
     /// The account's grants, oldest first.
     pub async fn consent_grants(&self, account_id: &str) -> StoreResult<Vec<StoredGrant>> {
-        Ok(grants::Entity::find()
+        let query = grants::Entity::find()
             .filter(grants::Column::AccountId.eq(account_id))
             .order_by_asc(grants::Column::CreatedAtMs)
-            .order_by_asc(grants::Column::Id)
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(grant_from_model)
-            .collect())
+            .order_by_asc(grants::Column::Id);
+        Ok(self.find_all(query).await?.into_iter().map(grant_from_model).collect())
     }
 
     /// Stores a grant (or finds the identical one) and returns it.
@@ -304,15 +300,11 @@ impl Store {
 
     /// The account's allow rules, oldest first.
     pub async fn consent_rules(&self, account_id: &str) -> StoreResult<Vec<StoredRule>> {
-        rules::Entity::find()
+        let query = rules::Entity::find()
             .filter(rules::Column::AccountId.eq(account_id))
             .order_by_asc(rules::Column::CreatedAtMs)
-            .order_by_asc(rules::Column::Id)
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(rule_from_model)
-            .collect()
+            .order_by_asc(rules::Column::Id);
+        self.find_all(query).await?.into_iter().map(rule_from_model).collect()
     }
 
     pub async fn add_consent_rule(&self, new: NewRule) -> StoreResult<StoredRule> {
@@ -352,8 +344,9 @@ impl Store {
         let grants = grants::Entity::find()
             .filter(grants::Column::AccountId.eq(account_id))
             .filter(grants::Column::ServerAddress.eq(server_address))
-            .filter(grants::Column::ToolName.eq(tool_name))
-            .all(&self.db)
+            .filter(grants::Column::ToolName.eq(tool_name));
+        let grants = self
+            .find_all(grants)
             .await?
             .into_iter()
             .map(|row| grant_from_model(row).grant)
@@ -361,8 +354,9 @@ impl Store {
         let rules = rules::Entity::find()
             .filter(rules::Column::AccountId.eq(account_id))
             .filter(rules::Column::ServerAddress.eq(server_address))
-            .filter(rules::Column::ToolName.eq(tool_name))
-            .all(&self.db)
+            .filter(rules::Column::ToolName.eq(tool_name));
+        let rules = self
+            .find_all(rules)
             .await?
             .into_iter()
             .map(|row| rule_from_model(row).map(|stored| stored.rule))

@@ -16,6 +16,7 @@ mod consent;
 mod conversations;
 mod entities;
 mod inline;
+mod inline_orm;
 mod instance;
 mod login_failures;
 mod mcp_servers;
@@ -196,6 +197,41 @@ impl Store {
             None => None,
         };
         Ok((held, self.db.begin().await?))
+    }
+
+    /// Every row `select` finds. On SQLite the query runs on the hot path's connection, on this
+    /// thread ([`inline_orm`]); on Postgres through sea-orm.
+    pub(crate) async fn find_all<E>(&self, select: sea_orm::Select<E>) -> StoreResult<Vec<E::Model>>
+    where
+        E: sea_orm::EntityTrait,
+        E::Model: sea_orm::FromQueryResult + Send + Sync,
+        E::ActiveModel: sea_orm::TryIntoModel<E::Model>,
+    {
+        use sea_orm::QueryTrait;
+        match &self.inline {
+            Some(inline) => {
+                let statement = select.build(DbBackend::Sqlite);
+                Ok(inline.run(|conn| inline_orm::entity_rows::<E>(conn, &statement)).await?)
+            }
+            None => Ok(select.all(&self.db).await?),
+        }
+    }
+
+    /// The first row `select` finds, where [`Store::find_all`] runs it.
+    pub(crate) async fn find_one<E>(
+        &self,
+        select: sea_orm::Select<E>,
+    ) -> StoreResult<Option<E::Model>>
+    where
+        E: sea_orm::EntityTrait,
+        E::Model: sea_orm::FromQueryResult + Send + Sync,
+        E::ActiveModel: sea_orm::TryIntoModel<E::Model>,
+    {
+        use sea_orm::QuerySelect;
+        match &self.inline {
+            Some(_) => Ok(self.find_all(select.limit(1)).await?.into_iter().next()),
+            None => Ok(select.one(&self.db).await?),
+        }
     }
 
     /// Applies every pending migration. Safe to run from several processes at once.

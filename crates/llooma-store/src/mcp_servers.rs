@@ -175,23 +175,17 @@ impl Store {
 
     /// The account's servers, in the order they were added.
     pub async fn list_mcp_servers(&self, account_id: &str) -> StoreResult<Vec<McpServer>> {
-        Ok(mcp_servers::Entity::find()
+        let query = mcp_servers::Entity::find()
             .filter(mcp_servers::Column::AccountId.eq(account_id))
-            .order_by_asc(mcp_servers::Column::Position)
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(from_model)
-            .collect())
+            .order_by_asc(mcp_servers::Column::Position);
+        Ok(self.find_all(query).await?.into_iter().map(from_model).collect())
     }
 
     /// One of the account's servers; another account's id is simply not found.
     pub async fn mcp_server(&self, account_id: &str, id: &str) -> StoreResult<Option<McpServer>> {
-        Ok(mcp_servers::Entity::find_by_id(id.to_owned())
-            .filter(mcp_servers::Column::AccountId.eq(account_id))
-            .one(&self.db)
-            .await?
-            .map(from_model))
+        let query = mcp_servers::Entity::find_by_id(id.to_owned())
+            .filter(mcp_servers::Column::AccountId.eq(account_id));
+        Ok(self.find_one(query).await?.map(from_model))
     }
 
     async fn update_owned(
@@ -377,13 +371,9 @@ impl Store {
 
     /// Stored group switches of a server: (group key, on). Absent groups are on.
     pub async fn mcp_group_switches(&self, server_id: &str) -> StoreResult<Vec<(String, bool)>> {
-        Ok(mcp_group_switches::Entity::find()
-            .filter(mcp_group_switches::Column::ServerId.eq(server_id))
-            .all(&self.db)
-            .await?
-            .into_iter()
-            .map(|m| (m.group_key, m.enabled))
-            .collect())
+        let query = mcp_group_switches::Entity::find()
+            .filter(mcp_group_switches::Column::ServerId.eq(server_id));
+        Ok(self.find_all(query).await?.into_iter().map(|m| (m.group_key, m.enabled)).collect())
     }
 
     pub async fn set_mcp_group_switch(
@@ -411,8 +401,8 @@ impl Store {
     }
 
     pub async fn tool_settings(&self, account_id: &str) -> StoreResult<ToolSettings> {
-        Ok(account_tool_settings::Entity::find_by_id(account_id.to_owned())
-            .one(&self.db)
+        Ok(self
+            .find_one(account_tool_settings::Entity::find_by_id(account_id.to_owned()))
             .await?
             .map(|m| ToolSettings {
                 tool_budget: u32::try_from(m.tool_budget).unwrap_or(u32::MAX),

@@ -10,5 +10,6 @@ mod bots;
 mod catalogue;
 mod consent;
 mod conversations;
+mod mcp_servers;
 mod personas;
 mod support;
