@@ -45,7 +45,8 @@
 //!
 //! Environment: `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
 //! `LLOOMA_BASELINE_REV` (optional), the MCP peers' variables (`LLOOMA_NPM_PEERS`,
-//! `LLOOMA_PYTHON`); xtask sets them all.
+//! `LLOOMA_PYTHON`); xtask sets them all. `LLOOMA_BENCH_TURNS` (optional, default 50): measured
+//! turns per single-turn row, more to give a profiler enough samples.
 
 #[path = "../e2e/support.rs"]
 #[allow(dead_code, reason = "the tests' helpers, of which a benchmark uses a few")]
@@ -66,7 +67,13 @@ use serde_json::{Value, json};
 use support::{Events, PASSWORD, Tab};
 
 const WARMUP: usize = 10;
+/// Measured turns per single-turn row; `LLOOMA_BENCH_TURNS` sets another number (many more
+/// turns give a profiler attached to the server enough samples).
 const MEASURED: usize = 50;
+
+fn measured() -> usize {
+    std::env::var("LLOOMA_BENCH_TURNS").ok().and_then(|n| n.parse().ok()).unwrap_or(MEASURED)
+}
 /// Turns the plain row's server has run when its resident memory is read.
 const RSS_AFTER_TURNS: usize = 110;
 /// A plain turn's answer: a short sentence in this many deltas.
@@ -484,13 +491,14 @@ fn print_table(builds: &[Build], mut lines: Vec<Line>, took: Duration) {
     let mut out = String::new();
     out.push_str(&format!(
         "\n`cargo xtask bench turns`: release binaries on {}, zero-latency fake \
-         model, {} cores; wall and server CPU per turn unless said; {MEASURED} measured turns \
+         model, {} cores; wall and server CPU per turn unless said; {} measured turns \
          after {WARMUP} warm-up per single-turn row{}; took {:.0} s.\n\n",
         match llooma_test_support::engine() {
             llooma_test_support::Engine::Postgres => "Postgres (LLOOMA_TEST_DB=postgres)",
             llooma_test_support::Engine::Sqlite => "SQLite (tmpfs)",
         },
         std::thread::available_parallelism().map_or(0, |n| n.get()),
+        measured(),
         if builds.len() > 1 { ", the binaries alternating" } else { "" },
         took.as_secs_f64()
     ));
@@ -728,7 +736,7 @@ async fn one_turn(rig: &mut Rig, conv: &mut Conv) -> (f64, f64) {
     (ms(wall), after.ms_since(&before))
 }
 
-/// Runs `WARMUP + MEASURED` rounds; in each, every (rig, conversation) pair of every build has one
+/// Runs `WARMUP + measured()` rounds; in each, every (rig, conversation) pair of every build has one
 /// turn, the builds alternating. Returns the samples per pair, per build.
 async fn alternate(
     rigs: &mut [Rig],
@@ -816,9 +824,9 @@ async fn plain(builds: Vec<Build>) -> Vec<Line> {
         convs.push(vec![Conv::open(&mut rig, Kind::Plain).await]);
         rigs.push(rig);
     }
-    let samples = alternate(&mut rigs, &mut convs, WARMUP + MEASURED).await;
-    // More turns, unmeasured, until the server has run RSS_AFTER_TURNS.
-    for i in 0..RSS_AFTER_TURNS - WARMUP - MEASURED {
+    let samples = alternate(&mut rigs, &mut convs, WARMUP + measured()).await;
+    // More turns, unmeasured, until the server has run RSS_AFTER_TURNS (at least).
+    for i in 0..RSS_AFTER_TURNS.saturating_sub(WARMUP + measured()) {
         for b in order(i, n) {
             one_turn(&mut rigs[b], &mut convs[b][0]).await;
         }
@@ -862,7 +870,7 @@ async fn gateway(builds: Vec<Build>) -> Vec<Line> {
         convs.push(vec![Conv::open(&mut rig, allowed).await, Conv::open(&mut rig, carded).await]);
         rigs.push(rig);
     }
-    let samples = alternate(&mut rigs, &mut convs, WARMUP + MEASURED).await;
+    let samples = alternate(&mut rigs, &mut convs, WARMUP + measured()).await;
     let mut lines = turn_lines(ORDER_GATEWAY, mcp_case, &samples[0], "POST → `end`");
     lines.extend(turn_lines(
         ORDER_CARD,
@@ -891,7 +899,7 @@ async fn everything(builds: Vec<Build>) -> Vec<Line> {
         convs.push(vec![Conv::open(&mut rig, kind).await]);
         rigs.push(rig);
     }
-    let samples = alternate(&mut rigs, &mut convs, WARMUP + MEASURED).await;
+    let samples = alternate(&mut rigs, &mut convs, WARMUP + measured()).await;
     turn_lines(ORDER_EVERYTHING, case, &samples[0], "POST → `end`")
 }
 
@@ -971,7 +979,7 @@ async fn bot(builds: Vec<Build>) -> Vec<Line> {
     let mut overhead = vec![Vec::new(); n];
     let mut cpu = vec![Vec::new(); n];
     let poll = chrono::TimeDelta::from_std(BOT_POLL).unwrap();
-    for i in 0..WARMUP + MEASURED {
+    for i in 0..WARMUP + measured() {
         for b in order(i, n) {
             let (login, bot_id, room) = &bots[b];
             let pid = rigs[b].proc.pid();
@@ -1016,7 +1024,8 @@ async fn bot(builds: Vec<Build>) -> Vec<Line> {
             ORDER_BOT,
             case,
             &format!(
-                "poll that saw the mention → post, model round trip subtracted, p50 (n={MEASURED})"
+                "poll that saw the mention → post, model round trip subtracted, p50 (n={})",
+                measured()
             ),
             n,
             |b| Cell::Ms(quantile(&overhead[b], 0.5)),

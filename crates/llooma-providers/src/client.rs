@@ -87,7 +87,7 @@ impl ProviderClient {
         if request.tools.len() > max {
             return Err(ProviderError::TooManyTools { given: request.tools.len(), max });
         }
-        let body = wire::request_body(request, self.config.request_usage).to_string();
+        let body = wire::request_body(request, self.config.request_usage);
         let builder = self
             .net
             .post(&self.chat_url)

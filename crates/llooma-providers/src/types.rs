@@ -124,7 +124,7 @@ impl ToolsSize {
         if tools.is_empty() {
             return ToolsSize::default();
         }
-        let bytes = crate::wire::tools_json(tools).to_string().len();
+        let bytes = crate::wire::tools_bytes(tools);
         ToolsSize { bytes, estimated_tokens: bytes.div_ceil(4) }
     }
 }

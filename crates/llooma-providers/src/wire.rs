@@ -1,87 +1,186 @@
 //! The OpenAI chat-completions wire format: the request we send, the chunks and bodies we
 //! read. Only this module knows field names.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::types::{ChatRequest, Message, ModelInfo, ToolCall, ToolChoice, ToolDefinition, Usage};
+use crate::types::{ChatRequest, Message, ModelInfo, ToolChoice, ToolDefinition, Usage};
 
-/// The `tools` array of a request, as sent.
-pub(crate) fn tools_json(tools: &[ToolDefinition]) -> Value {
+/// The request body for `POST /chat/completions` with `stream: true`, as JSON text. Written
+/// straight from the request (nothing copied into an intermediate JSON tree: a long history or
+/// a large tool list would be copied twice per request).
+pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> String {
+    let tools = (!request.tools.is_empty()).then(|| wire_tools(&request.tools));
+    let body = Body {
+        model: &request.model,
+        messages: request.messages.iter().map(wire_message).collect(),
+        stream: true,
+        stream_options: include_usage.then_some(StreamOptions { include_usage: true }),
+        // Without tools a tool_choice is an error at OpenAI, so it goes only with them.
+        tool_choice: tools.as_ref().and(request.tool_choice.as_ref()).map(wire_choice),
+        tools,
+        temperature: request.temperature,
+        max_tokens: request.max_tokens,
+    };
+    serde_json::to_string(&body)
+        .unwrap_or_else(|e| unreachable!("a request always serializes: {e}"))
+}
+
+/// Bytes of the `tools` array of a request, as sent.
+pub(crate) fn tools_bytes(tools: &[ToolDefinition]) -> usize {
+    let mut counted = Counted(0);
+    serde_json::to_writer(&mut counted, &wire_tools(tools))
+        .unwrap_or_else(|e| unreachable!("tools always serialize: {e}"));
+    counted.0
+}
+
+/// A writer that only counts.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<Vec<WireTool<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+/// `{"type": "function", "function": ...}`, the shape of a tool, a call and a forced choice.
+#[derive(Serialize)]
+struct Typed<T> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: T,
+}
+
+fn function<T>(function: T) -> Typed<T> {
+    Typed { kind: "function", function }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(flatten)]
+    typed: Typed<CalledFunction<'a>>,
+}
+
+#[derive(Serialize)]
+struct CalledFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+type WireTool<'a> = Typed<OfferedFunction<'a>>;
+
+#[derive(Serialize)]
+struct OfferedFunction<'a> {
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<&'a str>,
+    parameters: &'a Value,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireChoice<'a> {
+    Mode(&'static str),
+    Function(Typed<ChosenFunction<'a>>),
+}
+
+#[derive(Serialize)]
+struct ChosenFunction<'a> {
+    name: &'a str,
+}
+
+fn wire_tools(tools: &[ToolDefinition]) -> Vec<WireTool<'_>> {
     tools
         .iter()
         .map(|tool| {
-            let mut function = json!({"name": tool.name, "parameters": tool.parameters});
-            if let Some(description) = &tool.description {
-                function["description"] = json!(description);
-            }
-            json!({"type": "function", "function": function})
+            function(OfferedFunction {
+                name: &tool.name,
+                description: tool.description.as_deref(),
+                parameters: &tool.parameters,
+            })
         })
         .collect()
 }
 
-/// The request body for `POST /chat/completions` with `stream: true`.
-pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> Value {
-    let messages: Vec<Value> = request.messages.iter().map(message).collect();
-    let mut body = json!({
-        "model": request.model,
-        "messages": messages,
-        "stream": true,
-    });
-    if include_usage {
-        body["stream_options"] = json!({"include_usage": true});
+fn wire_choice(choice: &ToolChoice) -> WireChoice<'_> {
+    match choice {
+        ToolChoice::Auto => WireChoice::Mode("auto"),
+        ToolChoice::None => WireChoice::Mode("none"),
+        ToolChoice::Required => WireChoice::Mode("required"),
+        ToolChoice::Function(name) => WireChoice::Function(function(ChosenFunction { name })),
     }
-    if !request.tools.is_empty() {
-        body["tools"] = tools_json(&request.tools);
-        // Without tools a tool_choice is an error at OpenAI, so it goes only with them.
-        if let Some(choice) = &request.tool_choice {
-            body["tool_choice"] = match choice {
-                ToolChoice::Auto => json!("auto"),
-                ToolChoice::None => json!("none"),
-                ToolChoice::Required => json!("required"),
-                ToolChoice::Function(name) => {
-                    json!({"type": "function", "function": {"name": name}})
-                }
-            };
-        }
-    }
-    if let Some(temperature) = request.temperature {
-        body["temperature"] = json!(temperature);
-    }
-    if let Some(max_tokens) = request.max_tokens {
-        body["max_tokens"] = json!(max_tokens);
-    }
-    body
 }
 
-fn message(message: &Message) -> Value {
+fn wire_message(message: &Message) -> WireMessage<'_> {
     match message {
-        Message::System { content } => json!({"role": "system", "content": content}),
-        Message::User { content } => json!({"role": "user", "content": content}),
-        Message::Assistant { content, tool_calls } => {
-            let mut value = json!({"role": "assistant", "content": content});
-            if tool_calls.is_empty() {
-                // Some servers (llama.cpp, older vLLM) reject a null content without calls.
-                if content.is_none() {
-                    value["content"] = json!("");
-                }
-            } else {
-                value["tool_calls"] = tool_calls.iter().map(tool_call).collect();
-            }
-            value
-        }
-        Message::Tool { tool_call_id, content } => {
-            json!({"role": "tool", "tool_call_id": tool_call_id, "content": content})
-        }
+        Message::System { content } => WireMessage::System { content },
+        Message::User { content } => WireMessage::User { content },
+        Message::Assistant { content, tool_calls } => WireMessage::Assistant {
+            // Some servers (llama.cpp, older vLLM) reject a null content without calls.
+            content: match content {
+                None if tool_calls.is_empty() => Some(""),
+                content => content.as_deref(),
+            },
+            tool_calls: tool_calls
+                .iter()
+                .map(|call| WireCall {
+                    id: &call.id,
+                    typed: function(CalledFunction {
+                        name: &call.name,
+                        arguments: &call.arguments_json,
+                    }),
+                })
+                .collect(),
+        },
+        Message::Tool { tool_call_id, content } => WireMessage::Tool { tool_call_id, content },
     }
-}
-
-fn tool_call(call: &ToolCall) -> Value {
-    json!({
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments_json},
-    })
 }
 
 /// One streamed chunk. Every field is optional: providers differ in what they leave out.
@@ -236,7 +335,7 @@ impl ModelList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::ToolDefinition;
+    use crate::types::{ToolCall, ToolDefinition};
 
     #[test]
     fn request_body_has_the_openai_shape() {
@@ -263,7 +362,7 @@ mod tests {
             parameters: json!({"type": "object"}),
         }])
         .with_tool_choice(ToolChoice::Function("get_weather".into()));
-        let body = request_body(&request, true);
+        let body: Value = serde_json::from_str(&request_body(&request, true)).unwrap();
         assert_eq!(
             body,
             json!({
@@ -292,7 +391,7 @@ mod tests {
     #[test]
     fn tool_choice_is_left_out_without_tools() {
         let request = ChatRequest::new("m", vec![]).with_tool_choice(ToolChoice::Required);
-        let body = request_body(&request, false);
+        let body: Value = serde_json::from_str(&request_body(&request, false)).unwrap();
         assert!(body.get("tool_choice").is_none() && body.get("tools").is_none());
         assert!(body.get("stream_options").is_none());
     }

@@ -409,10 +409,11 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     let mut opened = mcp::Opened::new();
     let waiting_card = mcp::WaitingCard::default();
     let rounds = request.rounds.max(1);
+    // One request, grown round by round (the history is not copied for each).
+    let mut chat = ChatRequest::new(request.model.clone(), messages);
     let outcome: Result<bool, TurnError> = async {
         for round_number in 1..=rounds {
             let last = round_number == rounds;
-            let mut chat = ChatRequest::new(request.model.clone(), messages.clone());
             // The last round offers no tools: out of rounds, the model answers with what it has.
             let mut tools = Vec::new();
             if !last {
@@ -432,9 +433,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 announce: mcp.is_some_and(|m| m.announce),
             }))
             .await?;
-            if !tools.is_empty() {
-                chat = chat.with_tools(tools);
-            }
+            chat.tools = tools;
             let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
             if round.stopped {
                 return Ok(true);
@@ -443,7 +442,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 return Ok(false);
             }
             let content = (!round.text.is_empty()).then(|| round.text.clone());
-            messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
+            chat.messages.push(Message::Assistant { content, tool_calls: round.calls.clone() });
             let mut awaiting_choice = false;
             for call in &round.calls {
                 // Once buttons are shown, the person answers next: the turn ends this round.
@@ -478,7 +477,8 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                     }
                     return Ok(true);
                 };
-                messages.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
+                chat.messages
+                    .push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }
             if awaiting_choice {
                 // A reply that is only buttons keeps its question as text, so the conversation
