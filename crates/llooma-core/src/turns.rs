@@ -159,9 +159,9 @@ pub(crate) struct LogSink {
     news: News,
     conversation_id: String,
     turn_id: String,
-    /// A `request` event not written yet: it goes with the turn's next event, in one write. It
-    /// tells what a request to the model weighed; nothing waits on it, and it is written before
-    /// anything that follows it.
+    /// An event not written yet, which goes with the turn's next write, before what follows
+    /// it: a `request` (what a request to the model weighed: nothing waits on it), or the
+    /// turn's last text, written with `end` when the turn closes an instant later.
     held: Mutex<Option<EncodedEvent>>,
 }
 
@@ -217,13 +217,33 @@ impl LogSink {
         state: EndState,
         error: Option<&str>,
     ) -> Result<(), SinkError> {
-        self.write_held().await?;
-        let (seq, end) = self
+        let held = self.take_held();
+        let closed = self
             .store
-            .close_turn(&self.conversation_id, &self.turn_id, reply, state, error)
+            .close_turn(&self.conversation_id, &self.turn_id, held.as_ref(), reply, state, error)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(seq, end);
+        if let (Some(seq), Some(held)) = (closed.before_seq, held) {
+            self.tell_watchers(seq, held);
+        }
+        self.tell_watchers(closed.end_seq, closed.end);
+        Ok(())
+    }
+}
+
+impl LogSink {
+    /// Writes `encoded` with the held event before it, if any, in one write.
+    async fn write_after_held(&self, encoded: EncodedEvent) -> Result<(), SinkError> {
+        let Some(held) = self.take_held() else {
+            return self.write(encoded).await;
+        };
+        let (first, second) = self
+            .store
+            .append_event_pair(&self.conversation_id, &self.turn_id, &held, &encoded)
+            .await
+            .map_err(|e| SinkError(e.to_string()))?;
+        self.tell_watchers(first, held);
+        self.tell_watchers(second, encoded);
         Ok(())
     }
 }
@@ -238,17 +258,21 @@ impl TurnSink for LogSink {
             *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(encoded);
             return Ok(());
         }
-        let Some(held) = self.take_held() else {
-            return self.write(encoded).await;
-        };
-        let (first, second) = self
-            .store
-            .append_event_pair(&self.conversation_id, &self.turn_id, &held, &encoded)
-            .await
-            .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(first, held);
-        self.tell_watchers(second, encoded);
-        Ok(())
+        self.write_after_held(encoded).await
+    }
+
+    /// Held, to be written with `end` ([`LogSink::close`]) an instant later; with a `request`
+    /// still held, both are written now instead.
+    async fn last_event(&self, event: TurnEvent) -> Result<(), SinkError> {
+        let encoded = event.encode();
+        {
+            let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+            if held.is_none() {
+                *held = Some(encoded);
+                return Ok(());
+            }
+        }
+        self.write_after_held(encoded).await
     }
 }
 

@@ -50,7 +50,7 @@ pub use providers::{NewProvider, Provider};
 pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
 pub use sessions::{NewSession, Session};
 pub use turn_context::{HistoryMessage, TurnContext};
-pub use turn_writes::OpenedTurn;
+pub use turn_writes::{ClosedTurn, OpenedTurn};
 
 /// Errors from the database, in words an operator can act on.
 #[derive(Debug, thiserror::Error)]

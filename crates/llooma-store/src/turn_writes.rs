@@ -55,6 +55,15 @@ const PAIR_POSTGRES: &str = "INSERT INTO turn_events \
     (SELECT COALESCE(MAX(seq), 0) AS seq FROM turn_events WHERE conversation_id = $1) AS last \
     ORDER BY v.column1 RETURNING seq";
 
+/// A turn just closed: the number of the event logged before `end` (when one was given), and
+/// `end` as numbered and written.
+#[derive(Debug)]
+pub struct ClosedTurn {
+    pub before_seq: Option<i64>,
+    pub end_seq: i64,
+    pub end: EncodedEvent,
+}
+
 /// A turn just opened: its id, and its `start` event as numbered and written.
 #[derive(Debug)]
 pub struct OpenedTurn {
@@ -136,25 +145,41 @@ impl Store {
         Err(StoreError::Database("could not number an event; try again".into()))
     }
 
-    /// Closes a turn: stores the model's `reply` (when there is one) and logs `end`, which ends
-    /// the turn (see [`Store::end_turn`]), in one request; returns the event's number and the
-    /// event as written.
+    /// Closes a turn: logs `before` (the turn's last event not written yet, if any), stores
+    /// the model's `reply` (when there is one) and logs `end`, which ends the turn (see
+    /// [`Store::end_turn`]), in one request on SQLite; returns the events' numbers and `end`
+    /// as written.
     pub async fn close_turn(
         &self,
         conversation_id: &str,
         turn_id: &str,
+        before: Option<&EncodedEvent>,
         reply: &str,
         state: EndState,
         error: Option<&str>,
-    ) -> StoreResult<(i64, EncodedEvent)> {
+    ) -> StoreResult<ClosedTurn> {
+        let inline = self.inline.as_ref().filter(|_| !reply.is_empty());
+        let before_seq = match before {
+            Some(before) if inline.is_none() => {
+                Some(self.append_event(conversation_id, turn_id, before).await?)
+            }
+            _ => None,
+        };
         if reply.is_empty() {
-            return self.end_turn(conversation_id, turn_id, state, error).await;
+            let (end_seq, end) = self.end_turn(conversation_id, turn_id, state, error).await?;
+            return Ok(ClosedTurn { before_seq, end_seq, end });
         }
         let end = TurnEvent::end(state).encode();
-        if let Some(inline) = &self.inline {
-            let seq = inline
+        if let Some(inline) = inline {
+            let (before_seq, end_seq) = inline
                 .write(|txn| {
                     let now = now_ms();
+                    let before_seq = match before {
+                        Some(before) => {
+                            Some(insert_event(txn, conversation_id, turn_id, before, now)?)
+                        }
+                        None => None,
+                    };
                     txn.prepare_cached(MESSAGE_SQLITE)?.execute((
                         message_id(now),
                         conversation_id,
@@ -167,10 +192,10 @@ impl Store {
                     if let Some(error) = error {
                         txn.prepare_cached(TURN_ERROR_SQLITE)?.execute((error, turn_id))?;
                     }
-                    Ok(seq)
+                    Ok((before_seq, seq))
                 })
                 .await?;
-            return Ok((seq, end));
+            return Ok(ClosedTurn { before_seq, end_seq, end });
         }
         let backend = self.backend();
         for _ in 0..ATTEMPTS {
@@ -186,11 +211,11 @@ impl Store {
             ];
             let statement = Statement::from_sql_and_values(backend, CLOSE_POSTGRES, values);
             match self.numbered(statement).await {
-                Ok(seq) => {
+                Ok(end_seq) => {
                     if let Some(error) = error {
                         self.record_turn_error(turn_id, error).await?;
                     }
-                    return Ok((seq, end));
+                    return Ok(ClosedTurn { before_seq, end_seq, end });
                 }
                 // Another replica took the number: nothing was written, again.
                 Err(err) if is_unique_violation(&err) => {}

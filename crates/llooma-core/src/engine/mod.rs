@@ -32,6 +32,16 @@ pub trait TurnSink: Send + Sync {
         &self,
         event: TurnEvent,
     ) -> impl std::future::Future<Output = Result<(), SinkError>> + Send;
+
+    /// The turn's last event before it ends (the rest of the reply's text, when the model
+    /// finished without calling a tool). A sink may write it with the turn's end, in one
+    /// write; by default it is an event like any other.
+    fn last_event(
+        &self,
+        event: TurnEvent,
+    ) -> impl std::future::Future<Output = Result<(), SinkError>> + Send {
+        self.event(event)
+    }
 }
 
 /// Who said a message of the history.
@@ -310,15 +320,26 @@ impl Deltas {
 
     /// Writes what is pending, if anything: before any other event, and at a round's end.
     async fn flush<S: TurnSink>(&mut self, sink: &S) -> Result<(), SinkError> {
-        if let Some((kind, delta)) = self.pending.take() {
-            let event = match kind {
-                DeltaKind::Text => TurnEvent::text(delta),
-                DeltaKind::Reasoning => TurnEvent::reasoning(delta),
-            };
+        if let Some(event) = self.take() {
             sink.event(event).await?;
             self.last_write = Some(tokio::time::Instant::now());
         }
         Ok(())
+    }
+
+    /// What is pending, as the turn's last event: the model finished and called nothing.
+    async fn flush_last<S: TurnSink>(&mut self, sink: &S) -> Result<(), SinkError> {
+        match self.take() {
+            Some(event) => sink.last_event(event).await,
+            None => Ok(()),
+        }
+    }
+
+    fn take(&mut self) -> Option<TurnEvent> {
+        self.pending.take().map(|(kind, delta)| match kind {
+            DeltaKind::Text => TurnEvent::text(delta),
+            DeltaKind::Reasoning => TurnEvent::reasoning(delta),
+        })
     }
 }
 
@@ -372,7 +393,11 @@ async fn one_round<S: TurnSink>(
             }
             Ok(Some(ChatEvent::ToolCall(call))) => round.calls.push(call),
             Ok(Some(ChatEvent::Finished { .. }) | None) => {
-                deltas.flush(sink).await?;
+                if round.calls.is_empty() {
+                    deltas.flush_last(sink).await?;
+                } else {
+                    deltas.flush(sink).await?;
+                }
                 return Ok(round);
             }
             Ok(Some(_)) => {}

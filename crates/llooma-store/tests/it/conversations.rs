@@ -101,9 +101,10 @@ async fn a_turn_opens_and_closes_in_one_request_each() {
     // Closing stores the reply and logs `end`, which ends the turn.
     let text = TurnEvent::text("Hi").encode();
     assert_eq!(store.append_event(&c.id, &opened.turn_id, &text).await.unwrap(), 2);
-    let (seq, end) =
-        store.close_turn(&c.id, &opened.turn_id, "Hi", EndState::Done, None).await.unwrap();
-    assert_eq!((seq, end.data_json.as_str()), (3, r#"{"state":"done"}"#));
+    let closed =
+        store.close_turn(&c.id, &opened.turn_id, None, "Hi", EndState::Done, None).await.unwrap();
+    assert_eq!((closed.before_seq, closed.end_seq), (None, 3));
+    assert_eq!(closed.end.data_json, r#"{"state":"done"}"#);
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
     let messages = store.messages(&c.id).await.unwrap();
     assert_eq!(messages.len(), 2);
@@ -113,13 +114,24 @@ async fn a_turn_opens_and_closes_in_one_request_each() {
     // A turn stopped before any text keeps no reply; a failed one ends too.
     let second = store.open_turn(&c.id, "replica-1", "Again", started.clone()).await.unwrap();
     assert_eq!(second.start_seq, 4);
-    let (seq, _) =
-        store.close_turn(&c.id, &second.turn_id, "", EndState::Stopped, None).await.unwrap();
-    assert_eq!(seq, 5);
+    let closed =
+        store.close_turn(&c.id, &second.turn_id, None, "", EndState::Stopped, None).await.unwrap();
+    assert_eq!(closed.end_seq, 5);
     assert_eq!(store.messages(&c.id).await.unwrap().len(), 3, "no empty reply stored");
+    // The turn's last text, not logged yet, is logged just before `end`, with it.
     let third = store.open_turn(&c.id, "replica-1", "Once more", started).await.unwrap();
-    let failed = store.close_turn(&c.id, &third.turn_id, "Half", EndState::Failed, Some("cut off"));
-    assert_eq!(failed.await.unwrap().1.data_json, r#"{"state":"failed"}"#);
+    let half = TurnEvent::text("Half").encode();
+    let failed = store
+        .close_turn(&c.id, &third.turn_id, Some(&half), "Half", EndState::Failed, Some("cut off"))
+        .await
+        .unwrap();
+    assert_eq!((failed.before_seq, failed.end_seq), (Some(7), 8));
+    assert_eq!(failed.end.data_json, r#"{"state":"failed"}"#);
+    let logged = store.events_after(&c.id, 6, 10).await.unwrap();
+    assert_eq!(
+        logged.iter().map(|e| (e.seq, e.kind.as_str())).collect::<Vec<_>>(),
+        [(7, "text"), (8, "end")]
+    );
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
     assert_eq!(store.messages(&c.id).await.unwrap().len(), 5);
 }
