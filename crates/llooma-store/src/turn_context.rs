@@ -2,9 +2,10 @@
 //! account's tool settings, preferences and wording of the app's tools, the instance's
 //! settings, the persona, the model's own prompt, the provider's row and the messages so far.
 //! A turn used to read them one by one; each read is a round trip to the database (on SQLite,
-//! two thread hand-offs), and a turn's cost was mostly those. Lists come as one JSON value each:
-//! on SQLite every row of a result is one more hand-off between sqlx's worker thread and the
-//! runtime, so a history of 200 messages read as rows cost 200 wake-ups.
+//! two thread hand-offs), and a turn's cost was mostly those. On Postgres lists come as one JSON
+//! value each (one round trip). On SQLite the query runs on the inline connection
+//! ([`crate::inline`]), where a row costs no hand-off: the messages are read as rows, right
+//! after, instead of being built into JSON and parsed again.
 
 use std::sync::OnceLock;
 
@@ -85,9 +86,12 @@ const WORDINGS_SQLITE: &str = "(SELECT json_group_array(json_array(w.tool, w.des
 const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.tool, \
     w.description))::text, '[]') FROM tool_wordings w WHERE w.account_id = c.account_id)";
 
-/// The conversation's messages as one JSON array of `[role, content, turn_id]`, oldest first.
-const HISTORY_SQLITE: &str = "(SELECT json_group_array(json_array(m.role, m.content, m.turn_id) \
-    ORDER BY m.created_at_ms, m.id) FROM messages m WHERE m.conversation_id = c.id)";
+/// The conversation's messages as one JSON array of `[role, content, turn_id]`, oldest first
+/// (Postgres: one round trip). On SQLite, whose rows cost nothing to fetch on the inline
+/// connection, they are read as rows ([`HISTORY_ROWS_SQLITE`]): building and parsing the JSON
+/// was a tenth of a turn's CPU in a conversation of a hundred messages.
+const HISTORY_ROWS_SQLITE: &str = "SELECT role, content, turn_id FROM messages \
+    WHERE conversation_id = ? ORDER BY created_at_ms, id";
 const HISTORY_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(m.role, m.content, \
     m.turn_id) ORDER BY m.created_at_ms, m.id)::text, '[]') FROM messages m \
     WHERE m.conversation_id = c.id)";
@@ -100,7 +104,7 @@ fn sql(backend: DbBackend) -> &'static str {
     let (built, wordings, history) = if backend == DbBackend::Postgres {
         (&POSTGRES, WORDINGS_POSTGRES, HISTORY_POSTGRES)
     } else {
-        (&SQLITE, WORDINGS_SQLITE, HISTORY_SQLITE)
+        (&SQLITE, WORDINGS_SQLITE, "NULL")
     };
     built.get_or_init(|| {
         numbered_placeholders(
@@ -124,10 +128,21 @@ impl Store {
                 .run(|conn| {
                     let mut statement = conn.prepare_cached(sql)?;
                     let mut rows = statement.query((ROW, conversation_id, account_id))?;
-                    Ok(match rows.next()? {
-                        Some(row) => Some(read(row)?),
-                        None => None,
-                    })
+                    let Some(row) = rows.next()? else {
+                        return Ok(None);
+                    };
+                    let mut context = read(row)?;
+                    let mut statement = conn.prepare_cached(HISTORY_ROWS_SQLITE)?;
+                    context.history = statement
+                        .query_map([conversation_id], |row| {
+                            Ok(HistoryMessage {
+                                role: row.get(0)?,
+                                content: row.get(1)?,
+                                turn_id: row.get(2)?,
+                            })
+                        })?
+                        .collect::<Result<_, _>>()?;
+                    Ok(Some(context))
                 })
                 .await?);
         }
