@@ -33,8 +33,9 @@ const BUSY_PATIENCE: Duration = Duration::from_secs(5);
 /// The pause between two tries while the other connection writes.
 const BUSY_PAUSE: Duration = Duration::from_millis(1);
 
-/// How many prepared statements the connection keeps (the hot path has about a dozen).
-const PREPARED_STATEMENTS: usize = 32;
+/// How many prepared statements the connection keeps (the hot path has about a dozen, an MCP
+/// turn's reads about as many again).
+const PREPARED_STATEMENTS: usize = 64;
 
 /// The connection, and the lock that makes it the writer whenever it writes.
 pub(crate) struct InlineSqlite {

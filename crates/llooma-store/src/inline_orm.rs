@@ -1,9 +1,10 @@
 //! sea-orm's queries, run on the hot path's own SQLite connection ([`crate::inline`]).
 //!
-//! A query is built once, by sea-orm, for SQLite; here its SQL runs on the calling thread and
-//! each row is read column by column as the entity declares the column (an `i64` as an
-//! integer, a `bool` as a flag, text as text) into the entity's own model. So a repository's read is written once, with sea-orm, and costs no
-//! thread hand-off on SQLite; Postgres runs the same query through sea-orm.
+//! A query is built by sea-orm for SQLite; here its SQL runs on the calling thread and each
+//! row is read column by column as the entity declares the column (an `i64` as an integer, a
+//! `bool` as a flag, text as text) into the entity's own model. So a repository's read is
+//! written once, with sea-orm, and costs no thread hand-off on SQLite; Postgres runs the same
+//! query through sea-orm.
 
 use std::str::FromStr;
 
