@@ -115,7 +115,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let bots = (settings.bot_poll_secs > 0)
         .then(|| app.start_bots(Duration::from_secs(settings.bot_poll_secs)));
     let state = AppState {
-        app,
+        app: Arc::new(app),
         passwords: Passwords::new(settings.password_hash_concurrency),
         config: Arc::new(config),
         live_sessions: llooma_api::LiveSessions::default(),

@@ -97,7 +97,9 @@ impl Default for ApiConfig {
 /// Everything a handler can reach: the application, and what only HTTP needs.
 #[derive(Clone, Debug)]
 pub struct AppState {
-    pub app: App,
+    /// Shared, not cloned: the state is cloned for every request and every middleware, and a
+    /// clone of the application is some twenty reference counts.
+    pub app: Arc<App>,
     pub passwords: Passwords,
     pub config: Arc<ApiConfig>,
     /// The sessions of this process's event streams, checked together.
