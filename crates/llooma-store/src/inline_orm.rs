@@ -17,7 +17,7 @@ use crate::StoreError;
 use crate::inline::InlineError;
 
 /// A statement's bound values as SQLite's.
-pub(crate) fn parameters(statement: &Statement) -> Result<Vec<SqliteValue>, InlineError> {
+fn parameters(statement: &Statement) -> Result<Vec<SqliteValue>, InlineError> {
     let Some(values) = &statement.values else {
         return Ok(Vec::new());
     };

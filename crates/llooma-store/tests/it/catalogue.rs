@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use llooma_approval_broker::{SystemClock, Unasked};
-use llooma_store::{NewCatalogueEntry, NewMcpServer, Store, StoreError};
+use llooma_store::{NewCatalogueEntry, Store, StoreError};
 use serde_json::json;
 
-use crate::support::{SERVER, TestDb, account, broker, new_call};
+use crate::support::{SERVER, TestDb, account, broker, new_call, new_server};
 
 fn entry(label: &str, address: &str) -> NewCatalogueEntry {
     NewCatalogueEntry {
@@ -23,17 +23,9 @@ fn entry(label: &str, address: &str) -> NewCatalogueEntry {
 
 async fn add_server(store: &Store, account_id: &str, address: &str) {
     store
-        .create_mcp_server(
-            NewMcpServer {
-                id: uuid::Uuid::new_v4().to_string(),
-                account_id: account_id.into(),
-                label: "Mail".into(),
-                address: address.into(),
-                token_ciphertext: None,
-                snapshot_json: "{}".into(),
-            },
-            |taken| format!("mail{}", taken.len()),
-        )
+        .create_mcp_server(new_server(account_id, "Mail", address), |taken| {
+            format!("mail{}", taken.len())
+        })
         .await
         .unwrap();
 }

@@ -3,24 +3,17 @@
 
 use llooma_store::{NewMcpServer, Store, Suspension, ToolSettings};
 
-use crate::support::{TestDb, account};
+use crate::support::{TestDb, account, new_server};
 
 async fn add(store: &Store, account_id: &str, label: &str, token: Option<&str>) -> String {
-    let id = uuid::Uuid::new_v4().to_string();
-    store
-        .create_mcp_server(
-            NewMcpServer {
-                id: id.clone(),
-                account_id: account_id.into(),
-                label: label.into(),
-                address: format!("https://{}.example/mcp", label.to_lowercase()),
-                token_ciphertext: token.map(Into::into),
-                snapshot_json: format!(r#"{{"tools":[],"label":"{label}"}}"#),
-            },
-            |_| label.to_lowercase(),
-        )
-        .await
-        .unwrap();
+    let address = format!("https://{}.example/mcp", label.to_lowercase());
+    let new = NewMcpServer {
+        token_ciphertext: token.map(Into::into),
+        snapshot_json: format!(r#"{{"tools":[],"label":"{label}"}}"#),
+        ..new_server(account_id, label, &address)
+    };
+    let id = new.id.clone();
+    store.create_mcp_server(new, |_| label.to_lowercase()).await.unwrap();
     id
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use llooma_approval_broker::{Broker, BrokerConfig, Clock, NewCall};
-use llooma_store::{Engine, NewAccount, Store};
+use llooma_store::{Engine, NewAccount, NewMcpServer, Store};
 
 pub fn engine() -> Engine {
     match std::env::var("LLOOMA_TEST_DB").as_deref() {
@@ -61,6 +61,18 @@ pub async fn broker_with(
 }
 
 pub const SERVER: &str = "https://hub.example/mcp";
+
+/// One of `account_id`'s servers to add: a new id, no token, an empty snapshot.
+pub fn new_server(account_id: &str, label: &str, address: &str) -> NewMcpServer {
+    NewMcpServer {
+        id: uuid::Uuid::new_v4().to_string(),
+        account_id: account_id.into(),
+        label: label.into(),
+        address: address.into(),
+        token_ciphertext: None,
+        snapshot_json: "{}".into(),
+    }
+}
 
 pub fn definition_hash() -> String {
     llooma_consent::tool_definition_hash(
