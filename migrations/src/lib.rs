@@ -28,6 +28,7 @@ mod m0012_account_preferences;
 mod m0013_local_providers;
 mod m0014_message_touches_conversation;
 mod m0015_end_event_ends_turn;
+mod m0016_messages_in_order;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -51,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0013_local_providers::Migration),
             Box::new(m0014_message_touches_conversation::Migration),
             Box::new(m0015_end_event_ends_turn::Migration),
+            Box::new(m0016_messages_in_order::Migration),
         ]
     }
 }
