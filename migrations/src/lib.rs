@@ -8,7 +8,8 @@
 //! - secrets are `TEXT` ciphertexts produced by `llooma-vault`, never plaintext.
 //!
 //! Migrations never go down: a mistake is fixed by the next migration. The one exception to
-//! "the same SQL on both" is full-text search (`m0011`), which uses each engine's own index.
+//! "the same SQL on both" is full-text search (`m0011`, `m0017`), which uses each engine's own
+//! index.
 
 use sea_orm_migration::prelude::*;
 
@@ -29,6 +30,7 @@ mod m0013_local_providers;
 mod m0014_message_touches_conversation;
 mod m0015_end_event_ends_turn;
 mod m0016_messages_in_order;
+mod m0017_search_index_behind;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -53,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0014_message_touches_conversation::Migration),
             Box::new(m0015_end_event_ends_turn::Migration),
             Box::new(m0016_messages_in_order::Migration),
+            Box::new(m0017_search_index_behind::Migration),
         ]
     }
 }

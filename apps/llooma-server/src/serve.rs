@@ -32,6 +32,10 @@ fn request_span<B>(request: &axum::http::Request<B>) -> tracing::Span {
 /// How often expired sessions and old login failures are cleared.
 const UPKEEP_EVERY: Duration = Duration::from_secs(600);
 
+/// How often new messages are moved into SQLite's full-text index (a search does it first
+/// anyway; this keeps the batch a search waits for small).
+const SEARCH_INDEX_EVERY: Duration = Duration::from_secs(10);
+
 pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     // First, so the database pool and everything after it may use the raised limit too.
     let open_files = raise_open_files_limit();
@@ -103,6 +107,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         }
     }
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
+    let search_index = tokio::spawn(index_messages(store.clone()));
     // With Postgres other replicas may crash while running a turn; SQLite's were ended above.
     let orphans = (store.engine() == llooma_store::Engine::Postgres)
         .then(|| tokio::spawn(app.clone().end_orphaned_turns()));
@@ -157,6 +162,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     })
     .await;
     upkeep.abort();
+    search_index.abort();
     if let Some(orphans) = orphans {
         orphans.abort();
     }
@@ -210,6 +216,16 @@ async fn upkeep(store: Store, settings: Settings) {
         // The bot guard rails look back one hour; two keep a margin.
         if let Err(err) = store.purge_bot_activations(now - 2 * 3_600_000).await {
             tracing::warn!(error = %err, "clearing old bot activations failed");
+        }
+    }
+}
+
+async fn index_messages(store: Store) {
+    let mut tick = tokio::time::interval(SEARCH_INDEX_EVERY);
+    loop {
+        tick.tick().await;
+        if let Err(err) = store.index_pending_messages().await {
+            tracing::warn!(error = %err, "indexing new messages for search failed");
         }
     }
 }

@@ -82,6 +82,13 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
 pub(crate) const APPEND_ATTEMPTS: usize = 5;
 
 /// A new message's id: its time first, so ids sort by time.
+/// Whether messages wait for the full-text index (SQLite, migration m0017).
+const ANY_PENDING_SQLITE: &str = "SELECT EXISTS (SELECT 1 FROM messages_search_pending)";
+/// Indexes the waiting messages; the caller empties the list in the same transaction.
+const INDEX_PENDING_SQLITE: &str = "INSERT INTO messages_search (rowid, content) \
+    SELECT m.rowid, m.content FROM messages_search_pending p \
+    JOIN messages m ON m.rowid = p.message_rowid";
+
 pub(crate) fn message_id(now_ms: i64) -> String {
     format!("{now_ms:015}-{}", uuid::Uuid::new_v4().simple())
 }
@@ -142,6 +149,26 @@ impl Store {
             .collect())
     }
 
+    /// SQLite: moves the messages written since the last call into the full-text index, in one
+    /// transaction (migration m0017); returns how many. Run before every search and every few
+    /// seconds besides; Postgres indexes as it writes (nothing to do, 0).
+    pub async fn index_pending_messages(&self) -> StoreResult<u64> {
+        let Some(inline) = &self.inline else { return Ok(0) };
+        let pending: bool = inline
+            .run(|conn| Ok(conn.prepare_cached(ANY_PENDING_SQLITE)?.query_row([], |r| r.get(0))?))
+            .await?;
+        if !pending {
+            return Ok(0);
+        }
+        Ok(inline
+            .write(|txn| {
+                let indexed = txn.prepare_cached(INDEX_PENDING_SQLITE)?.execute([])?;
+                txn.prepare_cached("DELETE FROM messages_search_pending")?.execute([])?;
+                Ok(indexed as u64)
+            })
+            .await?)
+    }
+
     /// The account's conversations whose title contains `query` or one of whose messages holds
     /// all its words (each as the start of a word, so a search typed half-way finds), most
     /// recently active first, at most `limit`. Uses the engine's full-text index (SQLite FTS5,
@@ -175,6 +202,9 @@ impl Store {
                 )
             }
             _ => {
+                // Messages written since the last batch are indexed first: a search finds a
+                // message the moment it is written.
+                self.index_pending_messages().await?;
                 // Each word quoted, so nothing typed is FTS5 syntax; `*`: a prefix.
                 let words: String =
                     words.iter().map(|w| format!("\"{w}\"*")).collect::<Vec<_>>().join(" ");

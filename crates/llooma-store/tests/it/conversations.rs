@@ -2,7 +2,9 @@
 
 use llooma_types::{EndState, TurnEvent, TurnStarted};
 
-use crate::support::{TestDb, account};
+use llooma_store::Engine;
+
+use crate::support::{self, TestDb, account};
 
 #[tokio::test]
 async fn conversations_come_in_pages_newest_first_without_repeats_or_gaps() {
@@ -347,4 +349,63 @@ async fn a_turn_s_writes_and_every_other_write_at_once_all_land() {
     }
     assert_eq!(store.memory_notes(&persona.id).await.unwrap().len(), 40);
     assert_eq!(store.messages(&other.id).await.unwrap().len(), 100);
+}
+
+#[tokio::test]
+async fn a_search_finds_a_message_the_moment_it_is_written_and_never_a_removed_one() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "untitled", None, None).await.unwrap();
+    let found = async |store: &llooma_store::Store, words: &str| -> usize {
+        store.search_conversations(&alice, words, 10).await.unwrap().len()
+    };
+
+    let first = store.start_turn(&c.id, "r").await.unwrap();
+    store.add_message(&c.id, "user", "alpha question", Some(&first)).await.unwrap();
+    assert_eq!(found(&store, "alpha").await, 1, "found as soon as written");
+    store.end_turn(&c.id, &first, EndState::Done, None).await.unwrap();
+
+    // Written and removed before any search: never found, and the index stays whole.
+    let second = store.start_turn(&c.id, "r").await.unwrap();
+    store.add_message(&c.id, "user", "bravo question", Some(&second)).await.unwrap();
+    store.remove_messages_from_turn(&c.id, &second).await.unwrap();
+    store.add_message(&c.id, "user", "charlie question", Some(&second)).await.unwrap();
+    assert_eq!(found(&store, "bravo").await, 0);
+    assert_eq!(found(&store, "charlie").await, 1);
+    // Indexed, then removed: found no more.
+    store.remove_messages_from_turn(&c.id, &second).await.unwrap();
+    assert_eq!(found(&store, "charlie").await, 0);
+    assert_eq!(found(&store, "alpha").await, 1);
+
+    // The batch between searches: on SQLite it indexes what was written since; Postgres
+    // indexes as it writes.
+    store.add_message(&c.id, "assistant", "delta answer", Some(&first)).await.unwrap();
+    store.add_message(&c.id, "assistant", "echo answer", Some(&first)).await.unwrap();
+    let batched = store.index_pending_messages().await.unwrap();
+    assert_eq!(batched, if support::engine() == Engine::Sqlite { 2 } else { 0 });
+    assert_eq!(store.index_pending_messages().await.unwrap(), 0, "nothing left");
+    assert_eq!(found(&store, "delta").await, 1);
+    assert_index_whole(&db);
+
+    // A deleted conversation takes its messages out of the index, pending or not.
+    store.add_message(&c.id, "assistant", "foxtrot answer", Some(&first)).await.unwrap();
+    store.delete_conversation(&alice, &c.id).await.unwrap();
+    assert_eq!(found(&store, "alpha").await + found(&store, "foxtrot").await, 0);
+
+    assert_index_whole(&db);
+}
+
+/// SQLite checks its full-text index against the messages: every entry right, none missing
+/// (Postgres's index is an expression index, right by construction).
+fn assert_index_whole(db: &TestDb) {
+    if support::engine() == Engine::Sqlite {
+        let path = db.url().trim_start_matches("sqlite://").split('?').next().unwrap().to_owned();
+        let conn = rusqlite::Connection::open(path).unwrap();
+        conn.execute(
+            "INSERT INTO messages_search(messages_search, rank) VALUES ('integrity-check', 1)",
+            [],
+        )
+        .expect("the full-text index matches the messages");
+    }
 }
