@@ -21,7 +21,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::{StoreError, StoreResult};
@@ -135,7 +135,7 @@ impl InlineSqlite {
     /// another writer holds the database, for up to five seconds.
     pub(crate) async fn write<T>(
         &self,
-        mut work: impl FnMut(&Transaction<'_>) -> Result<T, InlineError>,
+        mut work: impl FnMut(&Connection) -> Result<T, InlineError>,
     ) -> Result<T, InlineError> {
         self.retrying(|conn| in_transaction(conn, &mut work)).await
     }
@@ -165,12 +165,20 @@ impl InlineSqlite {
     }
 }
 
+/// `work` between `BEGIN IMMEDIATE` and `COMMIT`, rolled back when it fails. The three are
+/// prepared once (rusqlite's `Transaction` parses `BEGIN` and `COMMIT` again on every write).
 fn in_transaction<T>(
     conn: &mut Connection,
-    work: &mut impl FnMut(&Transaction<'_>) -> Result<T, InlineError>,
+    work: &mut impl FnMut(&Connection) -> Result<T, InlineError>,
 ) -> Result<T, InlineError> {
-    let txn = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let value = work(&txn)?;
-    txn.commit()?;
-    Ok(value)
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let done = work(conn).and_then(|value| {
+        conn.prepare_cached("COMMIT")?.execute([])?;
+        Ok(value)
+    });
+    if done.is_err() && !conn.is_autocommit() {
+        // The error is what the caller needs; a failed rollback leaves nothing more to undo.
+        let _ = conn.prepare_cached("ROLLBACK").and_then(|mut rollback| rollback.execute([]));
+    }
+    done
 }

@@ -16,10 +16,14 @@ use crate::{Store, StoreError, StoreResult, inline, is_unique_violation, now_ms}
 
 /// An event numbered after the conversation's last and written, in one statement (no
 /// read-then-write); the database gives back its number.
-pub(crate) const EVENT_SQLITE: &str = "INSERT INTO turn_events \
+/// SQLite: one row of `VALUES` numbered by a subquery, and no `RETURNING`; the number is read
+/// back by rowid ([`EVENT_SEQ_SQLITE`]). SQLite runs an `INSERT … SELECT` from the table it
+/// inserts into, and a `RETURNING`, each through a temporary table of its own.
+const EVENT_SQLITE: &str = "INSERT INTO turn_events \
     (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-    SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5 FROM turn_events \
-    WHERE conversation_id = ?1 RETURNING seq";
+    VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM turn_events WHERE conversation_id = ?1), \
+    ?2, ?3, ?4, ?5)";
+const EVENT_SEQ_SQLITE: &str = "SELECT seq FROM turn_events WHERE rowid = ?";
 pub(crate) const EVENT_POSTGRES: &str = "INSERT INTO turn_events \
     (conversation_id, seq, turn_id, kind, data_json, at_ms) \
     SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3, $4, $5 FROM turn_events \
@@ -288,6 +292,12 @@ pub(crate) fn insert_event(
     event: &EncodedEvent,
     now: i64,
 ) -> rusqlite::Result<i64> {
-    conn.prepare_cached(EVENT_SQLITE)?
-        .query_row((conversation_id, turn_id, event.kind, &event.data_json, now), |row| row.get(0))
+    conn.prepare_cached(EVENT_SQLITE)?.execute((
+        conversation_id,
+        turn_id,
+        event.kind,
+        &event.data_json,
+        now,
+    ))?;
+    conn.prepare_cached(EVENT_SEQ_SQLITE)?.query_row([conn.last_insert_rowid()], |row| row.get(0))
 }
