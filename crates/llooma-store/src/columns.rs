@@ -36,15 +36,39 @@ impl Columns for sea_orm::QueryResult {
     }
 }
 
-impl Columns for rusqlite::Row<'_> {
+/// A row of the inline SQLite connection, its columns' names read once. rusqlite finds a column
+/// by name by asking SQLite for each column's name in turn: a turn's context (35 columns, read by
+/// name) asked some 600 times, 3% of a plain turn's instructions.
+pub(crate) struct SqliteRow<'r, 's> {
+    row: &'r rusqlite::Row<'s>,
+    names: Vec<&'r str>,
+}
+
+impl<'r, 's> SqliteRow<'r, 's> {
+    pub(crate) fn new(row: &'r rusqlite::Row<'s>) -> Self {
+        let statement: &'r rusqlite::Statement<'s> = row.as_ref();
+        SqliteRow { row, names: statement.column_names() }
+    }
+
+    fn get<T: rusqlite::types::FromSql>(&self, column: &str) -> StoreResult<T> {
+        let index = self
+            .names
+            .iter()
+            .position(|name| *name == column)
+            .ok_or_else(|| StoreError::Corrupt(format!("the query has no column {column}")))?;
+        self.row.get(index).map_err(|e| column_error(column, &e))
+    }
+}
+
+impl Columns for SqliteRow<'_, '_> {
     fn text(&self, column: &str) -> StoreResult<Option<String>> {
-        self.get(column).map_err(|e| column_error(column, &e))
+        self.get(column)
     }
     fn int(&self, column: &str) -> StoreResult<Option<i64>> {
-        self.get(column).map_err(|e| column_error(column, &e))
+        self.get(column)
     }
     fn flag(&self, column: &str) -> StoreResult<Option<bool>> {
-        self.get(column).map_err(|e| column_error(column, &e))
+        self.get(column)
     }
 }
 

@@ -10,7 +10,7 @@ use sea_orm::{
 };
 
 use crate::Account;
-use crate::columns::Columns;
+use crate::columns::{Columns, SqliteRow};
 use crate::entities::{accounts, sessions};
 use crate::{Store, StoreResult, numbered_placeholders};
 
@@ -119,7 +119,7 @@ impl Store {
                     let mut statement = conn.prepare_cached(SESSION_WITH_ACCOUNT)?;
                     let mut rows = statement.query([token_hash])?;
                     Ok(match rows.next()? {
-                        Some(row) => Some(session_and_account(row)?),
+                        Some(row) => Some(session_and_account(&SqliteRow::new(row))?),
                         None => None,
                     })
                 })

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
-use crate::columns::Columns;
+use crate::columns::{Columns, SqliteRow};
 use crate::conversations::{Conversation, conversation};
 use crate::entities::{conversations, personas, providers};
 use crate::instance::ROW;
@@ -131,7 +131,7 @@ impl Store {
                     let Some(row) = rows.next()? else {
                         return Ok(None);
                     };
-                    let mut context = read(row)?;
+                    let mut context = read(&SqliteRow::new(row))?;
                     let mut statement = conn.prepare_cached(HISTORY_ROWS_SQLITE)?;
                     context.history = statement
                         .query_map([conversation_id], |row| {
