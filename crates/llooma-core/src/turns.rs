@@ -130,7 +130,7 @@ impl Turns {
             news: self.news.clone(),
             conversation_id: conversation_id.to_owned(),
             turn_id: turn_id.to_owned(),
-            held: Mutex::new(None),
+            held: Mutex::new(Vec::new()),
         }
     }
 }
@@ -159,33 +159,35 @@ pub(crate) struct LogSink {
     news: News,
     conversation_id: String,
     turn_id: String,
-    /// An event not written yet, which goes with the turn's next write, before what follows
-    /// it: a `request` (what a request to the model weighed: nothing waits on it), or the
-    /// turn's last text, written with `end` when the turn closes an instant later.
-    held: Mutex<Option<EncodedEvent>>,
+    /// Events not written yet, in order, which go with the turn's next write, before what
+    /// follows them: a `request` (what a request to the model weighed: nothing waits on it),
+    /// and the turn's last text, written with `end` when the turn closes an instant later.
+    held: Mutex<Vec<EncodedEvent>>,
 }
 
 impl LogSink {
-    fn take_held(&self) -> Option<EncodedEvent> {
-        self.held.lock().unwrap_or_else(PoisonError::into_inner).take()
+    fn take_held(&self) -> Vec<EncodedEvent> {
+        std::mem::take(&mut *self.held.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
-    async fn write(&self, event: EncodedEvent) -> Result<(), SinkError> {
-        let seq = self
+    fn hold(&self, event: EncodedEvent) {
+        self.held.lock().unwrap_or_else(PoisonError::into_inner).push(event);
+    }
+
+    /// Writes `events` in order (two to a request) and hands them to the watching tabs.
+    async fn write(&self, events: Vec<EncodedEvent>) -> Result<(), SinkError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let seqs = self
             .store
-            .append_event(&self.conversation_id, &self.turn_id, &event)
+            .append_events(&self.conversation_id, &self.turn_id, &events)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(seq, event);
-        Ok(())
-    }
-
-    /// Writes the held event, if any, before an event written on its own.
-    async fn write_held(&self) -> Result<(), SinkError> {
-        match self.take_held() {
-            Some(held) => self.write(held).await,
-            None => Ok(()),
+        for (seq, event) in seqs.into_iter().zip(events) {
+            self.tell_watchers(seq, event);
         }
+        Ok(())
     }
 
     /// Hands an event already in the log to this process's watching tabs.
@@ -199,7 +201,7 @@ impl LogSink {
     /// Ends the turn in storage and logs `end` in the same write, so no tab sees `end` while
     /// the conversation still counts the turn as running.
     pub(crate) async fn end(&self, state: EndState, error: Option<&str>) -> Result<(), SinkError> {
-        self.write_held().await?;
+        self.write(self.take_held()).await?;
         let (seq, end) = self
             .store
             .end_turn(&self.conversation_id, &self.turn_id, state, error)
@@ -209,8 +211,8 @@ impl LogSink {
         Ok(())
     }
 
-    /// Ends the turn as [`LogSink::end`] does, storing `reply` (unless empty) in the same
-    /// write.
+    /// Ends the turn as [`LogSink::end`] does, storing `reply` (unless empty) and the held
+    /// events in the same write.
     pub(crate) async fn close(
         &self,
         reply: &str,
@@ -220,30 +222,13 @@ impl LogSink {
         let held = self.take_held();
         let closed = self
             .store
-            .close_turn(&self.conversation_id, &self.turn_id, held.as_ref(), reply, state, error)
+            .close_turn(&self.conversation_id, &self.turn_id, &held, reply, state, error)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
-        if let (Some(seq), Some(held)) = (closed.before_seq, held) {
-            self.tell_watchers(seq, held);
+        for (seq, event) in closed.before_seqs.into_iter().zip(held) {
+            self.tell_watchers(seq, event);
         }
         self.tell_watchers(closed.end_seq, closed.end);
-        Ok(())
-    }
-}
-
-impl LogSink {
-    /// Writes `encoded` with the held event before it, if any, in one write.
-    async fn write_after_held(&self, encoded: EncodedEvent) -> Result<(), SinkError> {
-        let Some(held) = self.take_held() else {
-            return self.write(encoded).await;
-        };
-        let (first, second) = self
-            .store
-            .append_event_pair(&self.conversation_id, &self.turn_id, &held, &encoded)
-            .await
-            .map_err(|e| SinkError(e.to_string()))?;
-        self.tell_watchers(first, held);
-        self.tell_watchers(second, encoded);
         Ok(())
     }
 }
@@ -253,26 +238,21 @@ impl TurnSink for LogSink {
         let holds = matches!(event, TurnEvent::Request(_));
         // Encoded once: the same text is stored and handed to every watching tab.
         let encoded = event.encode();
+        let mut events = self.take_held();
         if holds {
-            self.write_held().await?;
-            *self.held.lock().unwrap_or_else(PoisonError::into_inner) = Some(encoded);
+            self.write(events).await?;
+            self.hold(encoded);
             return Ok(());
         }
-        self.write_after_held(encoded).await
+        events.push(encoded);
+        self.write(events).await
     }
 
-    /// Held, to be written with `end` ([`LogSink::close`]) an instant later; with a `request`
-    /// still held, both are written now instead.
+    /// Held, to be written with `end` ([`LogSink::close`]) an instant later, after a `request`
+    /// still held.
     async fn last_event(&self, event: TurnEvent) -> Result<(), SinkError> {
-        let encoded = event.encode();
-        {
-            let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-            if held.is_none() {
-                *held = Some(encoded);
-                return Ok(());
-            }
-        }
-        self.write_after_held(encoded).await
+        self.hold(event.encode());
+        Ok(())
     }
 }
 

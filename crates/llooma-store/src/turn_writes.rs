@@ -59,11 +59,11 @@ const PAIR_POSTGRES: &str = "INSERT INTO turn_events \
     (SELECT COALESCE(MAX(seq), 0) AS seq FROM turn_events WHERE conversation_id = $1) AS last \
     ORDER BY v.column1 RETURNING seq";
 
-/// A turn just closed: the number of the event logged before `end` (when one was given), and
-/// `end` as numbered and written.
+/// A turn just closed: the numbers of the events logged before `end` (those given, in order),
+/// and `end` as numbered and written.
 #[derive(Debug)]
 pub struct ClosedTurn {
-    pub before_seq: Option<i64>,
+    pub before_seqs: Vec<i64>,
     pub end_seq: i64,
     pub end: EncodedEvent,
 }
@@ -149,7 +149,7 @@ impl Store {
         Err(StoreError::Database("could not number an event; try again".into()))
     }
 
-    /// Closes a turn: logs `before` (the turn's last event not written yet, if any), stores
+    /// Closes a turn: logs `before` (the turn's last events not written yet, in order), stores
     /// the model's `reply` (when there is one) and logs `end`, which ends the turn (see
     /// [`Store::end_turn`]), in one request on SQLite; returns the events' numbers and `end`
     /// as written.
@@ -157,33 +157,29 @@ impl Store {
         &self,
         conversation_id: &str,
         turn_id: &str,
-        before: Option<&EncodedEvent>,
+        before: &[EncodedEvent],
         reply: &str,
         state: EndState,
         error: Option<&str>,
     ) -> StoreResult<ClosedTurn> {
         let inline = self.inline.as_ref().filter(|_| !reply.is_empty());
-        let before_seq = match before {
-            Some(before) if inline.is_none() => {
-                Some(self.append_event(conversation_id, turn_id, before).await?)
-            }
-            _ => None,
+        let before_seqs = match inline {
+            Some(_) => Vec::new(),
+            None => self.append_events(conversation_id, turn_id, before).await?,
         };
         if reply.is_empty() {
             let (end_seq, end) = self.end_turn(conversation_id, turn_id, state, error).await?;
-            return Ok(ClosedTurn { before_seq, end_seq, end });
+            return Ok(ClosedTurn { before_seqs, end_seq, end });
         }
         let end = TurnEvent::end(state).encode();
         if let Some(inline) = inline {
-            let (before_seq, end_seq) = inline
+            let (before_seqs, end_seq) = inline
                 .write(|txn| {
                     let now = now_ms();
-                    let before_seq = match before {
-                        Some(before) => {
-                            Some(insert_event(txn, conversation_id, turn_id, before, now)?)
-                        }
-                        None => None,
-                    };
+                    let before_seqs = before
+                        .iter()
+                        .map(|event| insert_event(txn, conversation_id, turn_id, event, now))
+                        .collect::<Result<Vec<_>, _>>()?;
                     txn.prepare_cached(MESSAGE_SQLITE)?.execute((
                         message_id(now),
                         conversation_id,
@@ -196,10 +192,10 @@ impl Store {
                     if let Some(error) = error {
                         txn.prepare_cached(TURN_ERROR_SQLITE)?.execute((error, turn_id))?;
                     }
-                    Ok((before_seq, seq))
+                    Ok((before_seqs, seq))
                 })
                 .await?;
-            return Ok(ClosedTurn { before_seq, end_seq, end });
+            return Ok(ClosedTurn { before_seqs, end_seq, end });
         }
         let backend = self.backend();
         for _ in 0..ATTEMPTS {
@@ -219,7 +215,7 @@ impl Store {
                     if let Some(error) = error {
                         self.record_turn_error(turn_id, error).await?;
                     }
-                    return Ok(ClosedTurn { before_seq, end_seq, end });
+                    return Ok(ClosedTurn { before_seqs, end_seq, end });
                 }
                 // Another replica took the number: nothing was written, again.
                 Err(err) if is_unique_violation(&err) => {}
@@ -227,6 +223,28 @@ impl Store {
             }
         }
         Err(StoreError::Database("could not number an event; try again".into()))
+    }
+
+    /// Logs a turn's `events` in order, two to a request; returns their numbers.
+    pub async fn append_events(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+        events: &[EncodedEvent],
+    ) -> StoreResult<Vec<i64>> {
+        let mut seqs = Vec::with_capacity(events.len());
+        for chunk in events.chunks(2) {
+            match chunk {
+                [first, second] => {
+                    let (a, b) =
+                        self.append_event_pair(conversation_id, turn_id, first, second).await?;
+                    seqs.extend([a, b]);
+                }
+                [one] => seqs.push(self.append_event(conversation_id, turn_id, one).await?),
+                _ => {}
+            }
+        }
+        Ok(seqs)
     }
 
     /// Logs two events of a turn in one request, `first` numbered before `second`; returns

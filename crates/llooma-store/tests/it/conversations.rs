@@ -104,8 +104,8 @@ async fn a_turn_opens_and_closes_in_one_request_each() {
     let text = TurnEvent::text("Hi").encode();
     assert_eq!(store.append_event(&c.id, &opened.turn_id, &text).await.unwrap(), 2);
     let closed =
-        store.close_turn(&c.id, &opened.turn_id, None, "Hi", EndState::Done, None).await.unwrap();
-    assert_eq!((closed.before_seq, closed.end_seq), (None, 3));
+        store.close_turn(&c.id, &opened.turn_id, &[], "Hi", EndState::Done, None).await.unwrap();
+    assert_eq!((closed.before_seqs, closed.end_seq), (vec![], 3));
     assert_eq!(closed.end.data_json, r#"{"state":"done"}"#);
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
     let messages = store.messages(&c.id).await.unwrap();
@@ -117,22 +117,23 @@ async fn a_turn_opens_and_closes_in_one_request_each() {
     let second = store.open_turn(&c.id, "replica-1", "Again", started.clone()).await.unwrap();
     assert_eq!(second.start_seq, 4);
     let closed =
-        store.close_turn(&c.id, &second.turn_id, None, "", EndState::Stopped, None).await.unwrap();
+        store.close_turn(&c.id, &second.turn_id, &[], "", EndState::Stopped, None).await.unwrap();
     assert_eq!(closed.end_seq, 5);
     assert_eq!(store.messages(&c.id).await.unwrap().len(), 3, "no empty reply stored");
-    // The turn's last text, not logged yet, is logged just before `end`, with it.
+    // The turn's last events, not logged yet, are logged just before `end`, in order, with it.
     let third = store.open_turn(&c.id, "replica-1", "Once more", started).await.unwrap();
-    let half = TurnEvent::text("Half").encode();
+    let held =
+        [TurnEvent::step(llooma_types::Step::default()).encode(), TurnEvent::text("Half").encode()];
     let failed = store
-        .close_turn(&c.id, &third.turn_id, Some(&half), "Half", EndState::Failed, Some("cut off"))
+        .close_turn(&c.id, &third.turn_id, &held, "Half", EndState::Failed, Some("cut off"))
         .await
         .unwrap();
-    assert_eq!((failed.before_seq, failed.end_seq), (Some(7), 8));
+    assert_eq!((failed.before_seqs, failed.end_seq), (vec![7, 8], 9));
     assert_eq!(failed.end.data_json, r#"{"state":"failed"}"#);
     let logged = store.events_after(&c.id, 6, 10).await.unwrap();
     assert_eq!(
         logged.iter().map(|e| (e.seq, e.kind.as_str())).collect::<Vec<_>>(),
-        [(7, "text"), (8, "end")]
+        [(7, "step"), (8, "text"), (9, "end")]
     );
     assert_eq!(store.running_turn(&c.id).await.unwrap(), None);
     assert_eq!(store.messages(&c.id).await.unwrap().len(), 5);
