@@ -45,11 +45,15 @@ const OPEN_POSTGRES: &str = "WITH turn AS (INSERT INTO turns (id, conversation_i
     SELECT $2, COALESCE(MAX(seq), 0) + 1, $1, $7, $8, $3 FROM turn_events \
     WHERE conversation_id = $2 RETURNING seq";
 
+/// Closing on Postgres: the reply, and the turn's last events then `end` numbered in order after
+/// the rest, in one statement; `{rows}` is `(1, $6, $7), (2, $8, $9), …`, one per event.
 const CLOSE_POSTGRES: &str = "WITH message AS (INSERT INTO messages (id, conversation_id, role, \
     content, turn_id, created_at_ms) VALUES ($1, $2, 'assistant', $3, $4, $5)) \
     INSERT INTO turn_events (conversation_id, seq, turn_id, kind, data_json, at_ms) \
-    SELECT $2, COALESCE(MAX(seq), 0) + 1, $4, $6, $7, $5 FROM turn_events \
-    WHERE conversation_id = $2 RETURNING seq";
+    SELECT $2, last.seq + v.column1, $4, v.column2, v.column3, $5 \
+    FROM (VALUES {rows}) AS v, \
+    (SELECT COALESCE(MAX(seq), 0) AS seq FROM turn_events WHERE conversation_id = $2) AS last \
+    ORDER BY v.column1 RETURNING seq";
 
 /// Two events of a turn logged together, numbered one after the other.
 const PAIR_POSTGRES: &str = "INSERT INTO turn_events \
@@ -151,8 +155,8 @@ impl Store {
 
     /// Closes a turn: logs `before` (the turn's last events not written yet, in order), stores
     /// the model's `reply` (when there is one) and logs `end`, which ends the turn (see
-    /// [`Store::end_turn`]), in one request on SQLite; returns the events' numbers and `end`
-    /// as written.
+    /// [`Store::end_turn`]), in one request (SQLite: one transaction; Postgres: one statement);
+    /// returns the events' numbers and `end` as written.
     pub async fn close_turn(
         &self,
         conversation_id: &str,
@@ -162,17 +166,13 @@ impl Store {
         state: EndState,
         error: Option<&str>,
     ) -> StoreResult<ClosedTurn> {
-        let inline = self.inline.as_ref().filter(|_| !reply.is_empty());
-        let before_seqs = match inline {
-            Some(_) => Vec::new(),
-            None => self.append_events(conversation_id, turn_id, before).await?,
-        };
         if reply.is_empty() {
+            let before_seqs = self.append_events(conversation_id, turn_id, before).await?;
             let (end_seq, end) = self.end_turn(conversation_id, turn_id, state, error).await?;
             return Ok(ClosedTurn { before_seqs, end_seq, end });
         }
         let end = TurnEvent::end(state).encode();
-        if let Some(inline) = inline {
+        if let Some(inline) = &self.inline {
             let (before_seqs, end_seq) = inline
                 .write(|txn| {
                     let now = now_ms();
@@ -198,26 +198,42 @@ impl Store {
             return Ok(ClosedTurn { before_seqs, end_seq, end });
         }
         let backend = self.backend();
+        let events: Vec<&EncodedEvent> = before.iter().chain([&end]).collect();
+        let rows: Vec<String> = (0..events.len())
+            .map(|i| format!("({}, ${}, ${})", i + 1, 6 + 2 * i, 7 + 2 * i))
+            .collect();
+        let sql = CLOSE_POSTGRES.replace("{rows}", &rows.join(", "));
         for _ in 0..ATTEMPTS {
             let now = now_ms();
-            let values: [sea_orm::Value; 7] = [
+            let mut values: Vec<sea_orm::Value> = vec![
                 message_id(now).into(),
                 conversation_id.into(),
                 reply.into(),
                 turn_id.into(),
                 now.into(),
-                end.kind.into(),
-                end.data_json.as_str().into(),
             ];
-            let statement = Statement::from_sql_and_values(backend, CLOSE_POSTGRES, values);
-            match self.numbered(statement).await {
-                Ok(end_seq) => {
+            for event in &events {
+                values.extend([event.kind.into(), event.data_json.as_str().into()]);
+            }
+            let statement = Statement::from_sql_and_values(backend, &sql, values);
+            match self.db.query_all_raw(statement).await {
+                Ok(rows) => {
+                    let mut seqs = rows
+                        .iter()
+                        .map(|row| row.try_get_by_index::<i64>(0))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    seqs.sort_unstable();
+                    let Some(end_seq) = seqs.pop().filter(|_| seqs.len() == before.len()) else {
+                        return Err(StoreError::Database(
+                            "a turn's last events were not logged".into(),
+                        ));
+                    };
                     if let Some(error) = error {
                         self.record_turn_error(turn_id, error).await?;
                     }
-                    return Ok(ClosedTurn { before_seqs, end_seq, end });
+                    return Ok(ClosedTurn { before_seqs: seqs, end_seq, end });
                 }
-                // Another replica took the number: nothing was written, again.
+                // Another replica took a number: nothing was written, again.
                 Err(err) if is_unique_violation(&err) => {}
                 Err(err) => return Err(err.into()),
             }
