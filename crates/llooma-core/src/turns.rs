@@ -8,6 +8,7 @@
 //! directly (one database write, no read per watcher).
 
 use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ use tokio::sync::{broadcast, watch};
 
 use crate::{App, AppError, SinkError, TurnSink};
 
-/// How often a watching tab re-reads the log without news from this process, when other
-/// processes may write to it (Postgres: news from another replica arrives this way).
+/// How often a watching tab re-reads the log, when other processes may write to it (Postgres:
+/// news from another replica arrives this way).
 const RECHECK_SHARED: Duration = Duration::from_secs(1);
 /// The same when this process is the only writer (SQLite): only a safety net.
 const RECHECK_SOLE: Duration = Duration::from_secs(15);
@@ -281,6 +282,10 @@ struct Watcher {
     stopping: watch::Receiver<bool>,
     store: Store,
     recheck: Duration,
+    /// When the log is read again. One timer for the watcher's life, reset when it fires: a
+    /// timer made per wait was registered and dropped for every event, each time under the
+    /// runtime's one timer lock, which the two workers then contended for.
+    recheck_at: Pin<Box<tokio::time::Sleep>>,
 }
 
 impl Watcher {
@@ -322,7 +327,11 @@ impl Watcher {
                     Err(broadcast::error::RecvError::Lagged(_)) => self.read_log = true,
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
-                () = tokio::time::sleep(self.recheck) => self.read_log = true,
+                () = &mut self.recheck_at => {
+                    self.read_log = true;
+                    let next = tokio::time::Instant::now() + self.recheck;
+                    self.recheck_at.as_mut().reset(next);
+                }
                 _ = self.stopping.wait_for(|s| *s) => return None,
             }
         }
@@ -353,6 +362,7 @@ impl App {
             stopping: self.stopping.clone(),
             store: self.store.clone(),
             recheck,
+            recheck_at: Box::pin(tokio::time::sleep(recheck)),
         };
         Ok(futures::stream::unfold(watcher, |mut watcher| async move {
             let event = watcher.next().await?;
