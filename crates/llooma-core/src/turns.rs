@@ -19,8 +19,8 @@ use tokio::sync::{broadcast, watch};
 
 use crate::{App, AppError, SinkError, TurnSink};
 
-/// How often a watching tab re-reads the log, when other processes may write to it (Postgres:
-/// news from another replica arrives this way).
+/// How often a watching tab re-reads the log without news from this process, when other
+/// processes may write to it (Postgres: news from another replica arrives this way).
 const RECHECK_SHARED: Duration = Duration::from_secs(1);
 /// The same when this process is the only writer (SQLite): only a safety net.
 const RECHECK_SOLE: Duration = Duration::from_secs(15);
@@ -282,10 +282,13 @@ struct Watcher {
     stopping: watch::Receiver<bool>,
     store: Store,
     recheck: Duration,
-    /// When the log is read again. One timer for the watcher's life, reset when it fires: a
+    /// When the log is read again: `recheck` after the last news. One timer for the watcher's
+    /// life, moved on only when it fires (to `recheck` after the news that came meanwhile): a
     /// timer made per wait was registered and dropped for every event, each time under the
     /// runtime's one timer lock, which the two workers then contended for.
     recheck_at: Pin<Box<tokio::time::Sleep>>,
+    /// When news last came.
+    last_news: tokio::time::Instant,
 }
 
 impl Watcher {
@@ -317,6 +320,7 @@ impl Watcher {
             tokio::select! {
                 received = self.news.recv() => match received {
                     Ok(logged) => {
+                        self.last_news = tokio::time::Instant::now();
                         if logged.seq == self.after + 1 {
                             self.after = logged.seq;
                             self.queue.push_back(logged);
@@ -328,9 +332,14 @@ impl Watcher {
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
                 () = &mut self.recheck_at => {
-                    self.read_log = true;
-                    let next = tokio::time::Instant::now() + self.recheck;
-                    self.recheck_at.as_mut().reset(next);
+                    let now = tokio::time::Instant::now();
+                    let quiet_until = self.last_news + self.recheck;
+                    if quiet_until > now {
+                        self.recheck_at.as_mut().reset(quiet_until);
+                    } else {
+                        self.read_log = true;
+                        self.recheck_at.as_mut().reset(now + self.recheck);
+                    }
                 }
                 _ = self.stopping.wait_for(|s| *s) => return None,
             }
@@ -363,6 +372,7 @@ impl App {
             store: self.store.clone(),
             recheck,
             recheck_at: Box::pin(tokio::time::sleep(recheck)),
+            last_news: tokio::time::Instant::now(),
         };
         Ok(futures::stream::unfold(watcher, |mut watcher| async move {
             let event = watcher.next().await?;
