@@ -81,7 +81,6 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
 /// often.
 pub(crate) const APPEND_ATTEMPTS: usize = 5;
 
-/// A new message's id: its time first, so ids sort by time.
 /// Whether messages wait for the full-text index (SQLite, migration m0017).
 const ANY_PENDING_SQLITE: &str = "SELECT EXISTS (SELECT 1 FROM messages_search_pending)";
 /// Indexes the waiting messages; the caller empties the list in the same transaction.
@@ -89,6 +88,7 @@ const INDEX_PENDING_SQLITE: &str = "INSERT INTO messages_search (rowid, content)
     SELECT m.rowid, m.content FROM messages_search_pending p \
     JOIN messages m ON m.rowid = p.message_rowid";
 
+/// A new message's id: its time first, so ids sort by time.
 pub(crate) fn message_id(now_ms: i64) -> String {
     format!("{now_ms:015}-{}", uuid::Uuid::new_v4().simple())
 }

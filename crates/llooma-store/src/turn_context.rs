@@ -44,8 +44,8 @@ pub struct TurnContext {
 /// A stored message of a conversation, as a turn reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryMessage {
-    /// `user` or `assistant`.
-    pub role: String,
+    /// `user` or `assistant` (not a string of its own per message: a turn reads them all).
+    pub role: &'static str,
     pub content: String,
     /// The turn it belongs to (none for messages stored before turns had ids).
     pub turn_id: Option<String>,
@@ -136,7 +136,7 @@ impl Store {
                     context.history = statement
                         .query_map([conversation_id], |row| {
                             Ok(HistoryMessage {
-                                role: row.get(0)?,
+                                role: role(row.get_ref(0)?.as_str()?),
                                 content: row.get(1)?,
                                 turn_id: row.get(2)?,
                             })
@@ -154,6 +154,11 @@ impl Store {
             None => Ok(None),
         }
     }
+}
+
+/// A stored role (the table's check allows only these two).
+fn role(stored: &str) -> &'static str {
+    if stored == "assistant" { "assistant" } else { "user" }
 }
 
 fn read(row: &impl Columns) -> StoreResult<TurnContext> {
@@ -226,7 +231,7 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
     };
     let history = history
         .into_iter()
-        .map(|(role, content, turn_id)| HistoryMessage { role, content, turn_id })
+        .map(|(r, content, turn_id)| HistoryMessage { role: role(&r), content, turn_id })
         .collect();
     Ok(TurnContext {
         conversation,

@@ -281,7 +281,7 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     let read: Vec<_> = context
         .history
         .iter()
-        .map(|m| (m.role.as_str(), m.content.as_str(), m.turn_id.as_deref()))
+        .map(|m| (m.role, m.content.as_str(), m.turn_id.as_deref()))
         .collect();
     let expected: Vec<_> = stored
         .iter()
