@@ -107,7 +107,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         }
     }
     let upkeep = tokio::spawn(upkeep(store.clone(), settings.clone()));
-    let search_index = tokio::spawn(index_messages(store.clone()));
+    // Only SQLite indexes new messages behind the turn; Postgres indexes as it writes.
+    let search_index = (store.engine() == llooma_store::Engine::Sqlite)
+        .then(|| tokio::spawn(index_messages(store.clone())));
     // With Postgres other replicas may crash while running a turn; SQLite's were ended above.
     let orphans = (store.engine() == llooma_store::Engine::Postgres)
         .then(|| tokio::spawn(app.clone().end_orphaned_turns()));
@@ -162,7 +164,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     })
     .await;
     upkeep.abort();
-    search_index.abort();
+    if let Some(search_index) = search_index {
+        search_index.abort();
+    }
     if let Some(orphans) = orphans {
         orphans.abort();
     }
