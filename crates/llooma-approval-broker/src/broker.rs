@@ -347,7 +347,9 @@ impl<S: ApprovalPort> Inner<S> {
         let (arguments_json, arguments_sha256) = canonical_arguments(&new.arguments);
         let answered_at_ms = answered_by.as_ref().map(|_| now);
         PendingCall {
-            id: uuid::Uuid::new_v4().to_string(),
+            // Increasing in this process: the cards of calls made in the same millisecond (one
+            // round's calls) keep the order the model made them in.
+            id: uuid::Uuid::now_v7().to_string(),
             account_id: new.account_id,
             conversation_id: new.conversation_id,
             turn_id: new.turn_id,

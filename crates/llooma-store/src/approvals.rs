@@ -105,6 +105,7 @@ pub(crate) async fn unsettled_calls_of_turn(
         .filter(calls::Column::TurnId.eq(turn_id))
         .filter(calls::Column::State.is_in([PENDING, CallState::Interrupted.as_str()]))
         .order_by_asc(calls::Column::CreatedAtMs)
+        .order_by_asc(calls::Column::Id)
         .all(&store.db)
         .await?)
 }
@@ -257,7 +258,8 @@ impl Store {
         let query = calls::Entity::find()
             .filter(calls::Column::AccountId.eq(account_id))
             .filter(calls::Column::State.eq(PENDING))
-            .order_by_asc(calls::Column::CreatedAtMs);
+            .order_by_asc(calls::Column::CreatedAtMs)
+            .order_by_asc(calls::Column::Id);
         self.find_all(query).await?.into_iter().map(from_model).collect()
     }
 

@@ -88,9 +88,11 @@ const INDEX_PENDING_SQLITE: &str = "INSERT INTO messages_search (rowid, content)
     SELECT m.rowid, m.content FROM messages_search_pending p \
     JOIN messages m ON m.rowid = p.message_rowid";
 
-/// A new message's id: its time first, so ids sort by time.
+/// A new message's id: its time first, so ids sort by time, then a UUID v7, which this process
+/// hands out in increasing order, so that messages written within the same millisecond (a
+/// person's message and a fast model's reply) still sort in the order they were written.
 pub(crate) fn message_id(now_ms: i64) -> String {
-    format!("{now_ms:015}-{}", uuid::Uuid::new_v4().simple())
+    format!("{now_ms:015}-{}", uuid::Uuid::now_v7().simple())
 }
 
 impl Store {
@@ -103,7 +105,9 @@ impl Store {
     ) -> StoreResult<Conversation> {
         let now = now_ms();
         let model = conversations::ActiveModel {
-            id: Set(uuid::Uuid::new_v4().to_string()),
+            // Increasing in this process: conversations made within the same millisecond list
+            // newest first all the same (the list breaks ties on the time by id).
+            id: Set(uuid::Uuid::now_v7().to_string()),
             account_id: Set(account_id.to_owned()),
             title: Set(title.to_owned()),
             provider_id: Set(provider_id),

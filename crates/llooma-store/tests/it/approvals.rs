@@ -242,6 +242,23 @@ async fn a_reloaded_page_finds_the_question_with_exactly_what_was_shown() {
     assert!(broker.pending_for_account(&alice).await.unwrap().is_empty());
 }
 
+/// One round's calls are asked within one millisecond: their cards come in the order the model
+/// made the calls, on a reload as well.
+#[tokio::test]
+async fn the_cards_of_calls_made_at_the_same_moment_keep_their_order() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let broker = broker(&store, Arc::new(ManualClock::new(T0)), "replica-a").await;
+    let mut asked = Vec::new();
+    for n in 0..30 {
+        asked.push(broker.request(new_call(&alice, json!({"n": n}))).await.unwrap().id);
+    }
+    let offered: Vec<String> =
+        broker.pending_for_account(&alice).await.unwrap().into_iter().map(|c| c.id).collect();
+    assert_eq!(offered, asked);
+}
+
 #[tokio::test]
 async fn a_restarted_sole_process_interrupts_the_calls_of_its_past_life() {
     let db = TestDb::new().await;
