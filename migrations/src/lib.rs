@@ -8,7 +8,7 @@
 //! - secrets are `TEXT` ciphertexts produced by `llooma-vault`, never plaintext.
 //!
 //! Migrations never go down: a mistake is fixed by the next migration. The one exception to
-//! "the same SQL on both" is full-text search (`m0011`, `m0017`), which uses each engine's own
+//! "the same SQL on both" is full-text search (`m0011`, `m0017`, `m0018`), which uses each engine's own
 //! index.
 
 use sea_orm_migration::prelude::*;
@@ -31,6 +31,7 @@ mod m0014_message_touches_conversation;
 mod m0015_end_event_ends_turn;
 mod m0016_messages_in_order;
 mod m0017_search_index_behind;
+mod m0018_search_index_mark;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0015_end_event_ends_turn::Migration),
             Box::new(m0016_messages_in_order::Migration),
             Box::new(m0017_search_index_behind::Migration),
+            Box::new(m0018_search_index_mark::Migration),
         ]
     }
 }

@@ -81,12 +81,16 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
 /// often.
 pub(crate) const APPEND_ATTEMPTS: usize = 5;
 
-/// Whether messages wait for the full-text index (SQLite, migration m0017).
-const ANY_PENDING_SQLITE: &str = "SELECT EXISTS (SELECT 1 FROM messages_search_pending)";
-/// Indexes the waiting messages; the caller empties the list in the same transaction.
+/// Whether messages wait for the full-text index: any above the mark (SQLite, migration m0018).
+const ANY_PENDING_SQLITE: &str = "SELECT EXISTS (SELECT 1 FROM messages \
+    WHERE rowid > (SELECT indexed_through FROM messages_search_mark))";
+/// Indexes the waiting messages; [`MOVE_MARK_SQLITE`] follows in the same transaction.
 const INDEX_PENDING_SQLITE: &str = "INSERT INTO messages_search (rowid, content) \
-    SELECT m.rowid, m.content FROM messages_search_pending p \
-    JOIN messages m ON m.rowid = p.message_rowid";
+    SELECT rowid, content FROM messages \
+    WHERE rowid > (SELECT indexed_through FROM messages_search_mark)";
+/// Every message is indexed now.
+const MOVE_MARK_SQLITE: &str = "UPDATE messages_search_mark \
+    SET indexed_through = (SELECT MAX(rowid) FROM messages) WHERE id = 1";
 
 /// A new message's id: its time first, so ids sort by time, then a UUID v7, which this process
 /// hands out in increasing order, so that messages written within the same millisecond (a
@@ -154,7 +158,7 @@ impl Store {
     }
 
     /// SQLite: moves the messages written since the last call into the full-text index, in one
-    /// transaction (migration m0017); returns how many. Run before every search and every few
+    /// transaction (migrations m0017, m0018); returns how many. Run before every search and every few
     /// seconds besides; Postgres indexes as it writes (nothing to do, 0).
     pub async fn index_pending_messages(&self) -> StoreResult<u64> {
         let Some(inline) = &self.inline else { return Ok(0) };
@@ -167,7 +171,7 @@ impl Store {
         Ok(inline
             .write(|txn| {
                 let indexed = txn.prepare_cached(INDEX_PENDING_SQLITE)?.execute([])?;
-                txn.prepare_cached("DELETE FROM messages_search_pending")?.execute([])?;
+                txn.prepare_cached(MOVE_MARK_SQLITE)?.execute([])?;
                 Ok(indexed as u64)
             })
             .await?)
