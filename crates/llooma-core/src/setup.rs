@@ -109,7 +109,7 @@ impl App {
         };
         if plan.mcp == McpUse::Off {
             let no_mcp = None::<&McpTurn<'_, Store>>;
-            return run_turn(&provider, &plan.request, &builtins, no_mcp, sink, stop).await;
+            return run_turn(&provider, plan.request, &builtins, no_mcp, sink, stop).await;
         }
         let limits = OfferLimits {
             provider_cap: provider.max_tools_per_request(),
@@ -121,7 +121,7 @@ impl App {
             Err(error) => return failed(error),
         };
         plan.request.rounds = rounds_for(Some(&mcp));
-        run_turn(&provider, &plan.request, &builtins, Some(&mcp), sink, stop).await
+        run_turn(&provider, plan.request, &builtins, Some(&mcp), sink, stop).await
     }
 
     /// The MCP side of a turn: the offered tools, and the consent the calls go through.

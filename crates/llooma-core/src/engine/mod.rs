@@ -186,19 +186,17 @@ impl TurnEnd {
     }
 }
 
-fn history_messages(request: &TurnRequest) -> Vec<Message> {
-    let mut messages = Vec::new();
-    if let Some(system) = &request.system_prompt {
-        messages.push(Message::System { content: system.clone() });
+/// The system prompt and the history as the provider's messages. The history's texts are moved,
+/// not copied: a long conversation is read on every turn.
+fn history_messages(system_prompt: Option<&str>, history: Vec<(Speaker, String)>) -> Vec<Message> {
+    let mut messages = Vec::with_capacity(history.len() + 1);
+    if let Some(system) = system_prompt {
+        messages.push(Message::System { content: system.to_owned() });
     }
-    for (speaker, text) in &request.history {
-        messages.push(match speaker {
-            Speaker::Person => Message::User { content: text.clone() },
-            Speaker::Model => {
-                Message::Assistant { content: Some(text.clone()), tool_calls: Vec::new() }
-            }
-        });
-    }
+    messages.extend(history.into_iter().map(|(speaker, text)| match speaker {
+        Speaker::Person => Message::User { content: text },
+        Speaker::Model => Message::Assistant { content: Some(text), tool_calls: Vec::new() },
+    }));
     messages
 }
 
@@ -416,14 +414,16 @@ async fn one_round<S: TurnSink>(
 /// turn's [`McpTurn::context`] decides (asked, run unasked for a ticked bot, or refused).
 pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     provider: &ProviderClient,
-    request: &TurnRequest,
+    mut request: TurnRequest,
     builtins: &BuiltinTools<'_>,
     mcp: Option<&McpTurn<'_, P>>,
     sink: &S,
     mut stop: watch::Receiver<bool>,
 ) -> TurnEnd {
     let mut text = String::new();
-    let mut messages = history_messages(request);
+    let history = std::mem::take(&mut request.history);
+    let mut messages = history_messages(request.system_prompt.as_deref(), history);
+    let request = &request;
     let mut guard = TurnGuard::new();
     if let Some(mcp) = mcp {
         add_server_instructions(&mut messages, &mcp.instructions, &mut guard);
