@@ -158,8 +158,8 @@ impl Store {
     }
 
     /// SQLite: moves the messages written since the last call into the full-text index, in one
-    /// transaction (migrations m0017, m0018); returns how many. Run before every search and every few
-    /// seconds besides; Postgres indexes as it writes (nothing to do, 0).
+    /// transaction (migrations m0017, m0018); returns how many. Run before every search and
+    /// every few seconds besides; Postgres indexes as it writes (nothing to do, 0).
     pub async fn index_pending_messages(&self) -> StoreResult<u64> {
         let Some(inline) = &self.inline else { return Ok(0) };
         let pending: bool = inline
