@@ -32,6 +32,7 @@ mod m0015_end_event_ends_turn;
 mod m0016_messages_in_order;
 mod m0017_search_index_behind;
 mod m0018_search_index_mark;
+mod m0019_history_version;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0016_messages_in_order::Migration),
             Box::new(m0017_search_index_behind::Migration),
             Box::new(m0018_search_index_mark::Migration),
+            Box::new(m0019_history_version::Migration),
         ]
     }
 }

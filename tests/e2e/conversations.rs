@@ -1511,3 +1511,90 @@ async fn a_set_provider_allow_list_decides_alone_over_a_local_provider() {
     assert_eq!(root.get("/api/v1/admin/providers").await.json, json!([]));
     assert!(model.chat_bodies().is_empty());
 }
+
+/// What the model was last asked, as (role, content), the system prompt left out.
+fn last_asked(model: &FakeModel) -> Vec<(String, String)> {
+    let request = model.requests().into_iter().rev().find(|r| r.is_chat()).expect("a request");
+    let body = request.body.expect("a JSON body");
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned())
+        })
+        .collect()
+}
+
+fn exchange(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(role, content)| ((*role).to_owned(), (*content).to_owned())).collect()
+}
+
+/// The model reads the whole conversation, in order, on every turn: after a reply that stayed
+/// empty, after an edit, and (Postgres) after another replica added to it in between. The
+/// server keeps a conversation's messages between its turns; none of this may show through.
+#[tokio::test]
+async fn the_model_reads_the_conversation_as_it_stands_on_every_turn() {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let env = [("PROVIDER_ALLOWED_ORIGINS", model.origin())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = Server::start(&db, &env);
+    let (mut tab, id) = setup(&server, &model).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    let messages = format!("/api/v1/conversations/{id}/messages");
+    let say = async |tab: &mut Tab, events: &mut Events, body: Value, reply: &str| {
+        model.push(Reply::text(reply));
+        let sent = tab.post(&messages, body).await;
+        assert_eq!(sent.status, 202, "{sent:?}");
+        until_end(events).await;
+        sent.json["turnId"].as_str().unwrap().to_owned()
+    };
+
+    say(&mut tab, &mut events, json!({"content": "a"}), "A.").await;
+    let second = say(&mut tab, &mut events, json!({"content": "b"}), "").await;
+    say(&mut tab, &mut events, json!({"content": "c"}), "C.").await;
+    assert_eq!(
+        last_asked(&model),
+        exchange(&[("user", "a"), ("assistant", "A."), ("user", "b"), ("user", "c")]),
+        "an empty reply is not kept"
+    );
+    say(&mut tab, &mut events, json!({"content": "b, edited", "replaces": second}), "B.").await;
+    say(&mut tab, &mut events, json!({"content": "d"}), "D.").await;
+    assert_eq!(
+        last_asked(&model),
+        exchange(&[
+            ("user", "a"),
+            ("assistant", "A."),
+            ("user", "b, edited"),
+            ("assistant", "B."),
+            ("user", "d"),
+        ])
+    );
+
+    if crate::support::engine() != "postgres" {
+        return; // replicas share a Postgres database
+    }
+    let other = Server::start(&db, &env);
+    let mut on_other = other.tab();
+    on_other.login("root", PASSWORD).await;
+    // The first replica's tab sees that turn end too (its log is re-read within a second).
+    say(&mut on_other, &mut events, json!({"content": "e"}), "E.").await;
+    say(&mut tab, &mut events, json!({"content": "f"}), "F.").await;
+    assert_eq!(
+        last_asked(&model),
+        exchange(&[
+            ("user", "a"),
+            ("assistant", "A."),
+            ("user", "b, edited"),
+            ("assistant", "B."),
+            ("user", "d"),
+            ("assistant", "D."),
+            ("user", "e"),
+            ("assistant", "E."),
+            ("user", "f"),
+        ]),
+        "what the other replica wrote is read"
+    );
+}

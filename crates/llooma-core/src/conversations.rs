@@ -10,6 +10,7 @@ use llooma_types::{
 };
 use llooma_vault::Secret;
 
+use crate::history_cache::KeepHistory;
 use crate::setup::{AppTools, McpUse, TurnPlan};
 use crate::turns::LogSink;
 use crate::{App, AppError, Attachment, AttachmentKind, Speaker, TurnEnd, TurnRequest, TurnSink};
@@ -398,6 +399,7 @@ impl App {
         self.conversation(account_id, id).await?;
         self.turns.stop_here(id);
         self.store.delete_conversation(account_id, id).await?;
+        self.turns.histories.forget(id);
         Ok(())
     }
 
@@ -409,6 +411,12 @@ impl App {
         conversation_id: &str,
         message: NewMessage,
     ) -> Result<String, AppError> {
+        // The messages held from the conversation's last turn, read again only if they changed
+        // since (an edit needs each message's turn: those it reads).
+        let held = match message.replaces {
+            None => self.turns.histories.get(conversation_id),
+            Some(_) => None,
+        };
         // Everything the turn is built from, read at once and before it starts, so a failure
         // here leaves no turn behind.
         let TurnContext {
@@ -420,10 +428,11 @@ impl App {
             titles_from_model,
             provider,
             tool_wordings,
-            history: mut stored,
+            history: read,
+            history_version,
         } = self
             .store
-            .turn_context(account_id, conversation_id)
+            .turn_context(account_id, conversation_id, held.as_ref().map(|h| h.version))
             .await?
             .ok_or(AppError::NotFound)?;
         let content = message.content.trim();
@@ -459,26 +468,43 @@ impl App {
             let what = ChosenWhat::Prompt(p.name, p.arguments);
             chosen.push(Chosen { label, address, token, what });
         }
-        if let Some(turn) = &message.replaces {
-            // The model reads the conversation as it was before the replaced message.
-            let at = stored
-                .iter()
-                .position(|m| m.role == "user" && m.turn_id.as_ref() == Some(turn))
-                .ok_or_else(|| {
-                    AppError::invalid(
-                        "unknown_message",
-                        "That message is not in this conversation any more; reload the page.",
-                    )
-                })?;
-            stored.truncate(at);
-        }
-        let mut history: Vec<(Speaker, String)> = stored
-            .into_iter()
-            .map(|m| {
-                (if m.role == "assistant" { Speaker::Model } else { Speaker::Person }, m.content)
-            })
-            .collect();
+        let mut history: Vec<(Speaker, String)> = match (read, held) {
+            (Some(mut stored), _) => {
+                if let Some(turn) = &message.replaces {
+                    // The model reads the conversation as it was before the replaced message.
+                    let at = stored
+                        .iter()
+                        .position(|m| m.role == "user" && m.turn_id.as_ref() == Some(turn))
+                        .ok_or_else(|| {
+                            AppError::invalid(
+                                "unknown_message",
+                                "That message is not in this conversation any more; reload \
+                                 the page.",
+                            )
+                        })?;
+                    stored.truncate(at);
+                }
+                let speaker =
+                    |role| if role == "assistant" { Speaker::Model } else { Speaker::Person };
+                stored.into_iter().map(|m| (speaker(m.role), m.content)).collect()
+            }
+            (None, Some(held)) => held.messages.as_ref().clone(),
+            (None, None) => {
+                return Err(AppError::Internal(
+                    "the conversation's messages were neither read nor held".into(),
+                ));
+            }
+        };
         history.push((Speaker::Person, content.to_owned()));
+        // Kept after the turn with its reply, unless it replaces messages (those removed are
+        // not counted here: the next turn reads them all again).
+        let keep = match message.replaces {
+            None => Some(KeepHistory { version: history_version, messages: history.clone() }),
+            Some(_) => {
+                self.turns.histories.forget(conversation_id);
+                None
+            }
+        };
         let system_prompt = crate::system_prompt(
             instance.system_prompt.as_deref(),
             model_prompt.as_deref(),
@@ -584,8 +610,10 @@ impl App {
         // Boxed: the turn's future is some 16 KB, and tokio moves an unboxed one by value into
         // its task and again when it finishes (7% of a plain turn's instructions).
         tokio::spawn(Box::pin(async move {
-            let reply =
-                app.clone().run_conversation_turn(plan, started, chosen, sink, running, stop).await;
+            let reply = app
+                .clone()
+                .run_conversation_turn(plan, started, chosen, sink, (running, stop), keep)
+                .await;
             if let (Some(naming), Some(reply)) = (naming, reply) {
                 app.name_by_model(&conversation.id, naming, &reply).await;
             }
@@ -599,10 +627,11 @@ impl App {
         started: Option<TurnStarted>,
         chosen: Vec<Chosen>,
         sink: LogSink,
-        running: crate::turns::RunningTurn,
-        stop: tokio::sync::watch::Receiver<bool>,
+        (running, stop): (crate::turns::RunningTurn, tokio::sync::watch::Receiver<bool>),
+        keep: Option<KeepHistory>,
     ) -> Option<String> {
         let turn_id = plan.turn_id.clone();
+        let conversation_id = plan.conversation_id.clone();
         if let Some(started) = started {
             let _ = sink.event(TurnEvent::Start(started)).await;
         }
@@ -619,8 +648,16 @@ impl App {
         }
         running.unregister();
         // The reply (what arrived of it) is stored with `end`, in one write.
-        if let Err(err) = sink.close(text, end.state(), error.as_deref()).await {
-            tracing::warn!(turn = %turn_id, error = %err, "ending a turn failed");
+        match sink.close(text, end.state(), error.as_deref()).await {
+            Ok(()) => {
+                if let Some(keep) = keep {
+                    keep.after_turn(&self.turns.histories, &conversation_id, text);
+                }
+            }
+            Err(err) => {
+                tracing::warn!(turn = %turn_id, error = %err, "ending a turn failed");
+                self.turns.histories.forget(&conversation_id);
+            }
         }
         // The reply, when the turn wrote one to its end.
         (end.state() == EndState::Done && !text.is_empty()).then(|| text.to_owned())

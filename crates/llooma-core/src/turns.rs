@@ -17,6 +17,7 @@ use llooma_store::{Engine, Store};
 use llooma_types::{EncodedEvent, EndState, TurnEvent};
 use tokio::sync::{broadcast, watch};
 
+use crate::history_cache::HistoryCache;
 use crate::{App, AppError, SinkError, TurnSink};
 
 /// How often a watching tab re-reads the log without news from this process, when other
@@ -49,6 +50,8 @@ pub struct Turns {
     pub(crate) replica_id: String,
     running: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
     news: News,
+    /// The messages of conversations that had a turn here lately.
+    pub(crate) histories: HistoryCache,
 }
 
 /// News of each conversation's log, on a channel of its own: an event wakes only the tabs
@@ -89,7 +92,12 @@ impl News {
 
 impl Turns {
     pub fn new(replica_id: impl Into<String>) -> Self {
-        Turns { replica_id: replica_id.into(), running: Arc::default(), news: News::default() }
+        Turns {
+            replica_id: replica_id.into(),
+            running: Arc::default(),
+            news: News::default(),
+            histories: HistoryCache::default(),
+        }
     }
 
     fn running(&self) -> MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {

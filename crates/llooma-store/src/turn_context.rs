@@ -37,8 +37,12 @@ pub struct TurnContext {
     pub provider: Option<Provider>,
     /// The account's wording of the app's own tools: (tool, description).
     pub tool_wordings: Vec<(String, String)>,
-    /// The conversation's messages, oldest first.
-    pub history: Vec<HistoryMessage>,
+    /// The conversation's messages, oldest first; `None` when they are still those of the
+    /// version the caller named (they were not read).
+    pub history: Option<Vec<HistoryMessage>>,
+    /// How many times the conversation's messages have changed (m0019): the same number, the
+    /// same messages.
+    pub history_version: i64,
 }
 
 /// A stored message of a conversation, as a turn reads it.
@@ -53,7 +57,7 @@ pub struct HistoryMessage {
 
 /// The joined columns of other tables carry a prefix, so none shadows a conversation's.
 const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c.mcp_enabled, \
-    c.created_at_ms, c.updated_at_ms, c.persona_id, \
+    c.created_at_ms, c.updated_at_ms, c.persona_id, c.history_version, \
     i.registration_open AS i_registration_open, \
     i.users_can_add_mcp_servers AS i_users_can_add_mcp_servers, \
     i.web_search_url AS i_web_search_url, i.system_prompt AS i_system_prompt, \
@@ -92,9 +96,12 @@ const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.to
 /// was a tenth of a turn's CPU in a conversation of a hundred messages.
 const HISTORY_ROWS_SQLITE: &str = "SELECT role, content, turn_id FROM messages \
     WHERE conversation_id = ? ORDER BY created_at_ms, id";
-const HISTORY_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(m.role, m.content, \
+/// `NULL` when the conversation is still at the version the caller holds (the first `?`; -1
+/// when it holds none).
+const HISTORY_POSTGRES: &str = "CASE WHEN c.history_version = ? THEN NULL ELSE \
+    (SELECT COALESCE(json_agg(json_build_array(m.role, m.content, \
     m.turn_id) ORDER BY m.created_at_ms, m.id)::text, '[]') FROM messages m \
-    WHERE m.conversation_id = c.id)";
+    WHERE m.conversation_id = c.id) END";
 
 /// The query for `backend`: its list expressions, and `?` numbered for Postgres. Built once
 /// per engine (it runs on every turn).
@@ -116,11 +123,14 @@ fn sql(backend: DbBackend) -> &'static str {
 
 impl Store {
     /// Everything a turn of one of the account's conversations is set up from, in one query;
-    /// `None` when the account has no such conversation.
+    /// `None` when the account has no such conversation. `held_version`: the history version
+    /// of the messages the caller already holds; when it is still the conversation's, the
+    /// messages are not read ([`TurnContext::history`] is `None`).
     pub async fn turn_context(
         &self,
         account_id: &str,
         conversation_id: &str,
+        held_version: Option<i64>,
     ) -> StoreResult<Option<TurnContext>> {
         if let Some(inline) = &self.inline {
             let sql = sql(DbBackend::Sqlite);
@@ -132,6 +142,11 @@ impl Store {
                         return Ok(None);
                     };
                     let mut context = read(&SqliteRow::new(row))?;
+                    // The version was read first: messages read after it are at least that
+                    // recent, never older than the number they are held under.
+                    if held_version == Some(context.history_version) {
+                        return Ok(Some(context));
+                    }
                     let mut statement = conn.prepare_cached(HISTORY_ROWS_SQLITE)?;
                     context.history = statement
                         .query_map([conversation_id], |row| {
@@ -141,13 +156,19 @@ impl Store {
                                 turn_id: row.get(2)?,
                             })
                         })?
-                        .collect::<Result<_, _>>()?;
+                        .collect::<Result<Vec<_>, _>>()
+                        .map(Some)?;
                     Ok(Some(context))
                 })
                 .await?);
         }
         let backend = self.backend();
-        let values: [sea_orm::Value; 3] = [ROW.into(), conversation_id.into(), account_id.into()];
+        let values: [sea_orm::Value; 4] = [
+            held_version.unwrap_or(-1).into(),
+            ROW.into(),
+            conversation_id.into(),
+            account_id.into(),
+        ];
         let statement = Statement::from_sql_and_values(backend, sql(backend), values);
         match self.db.query_one_raw(statement).await? {
             Some(row) => Ok(Some(read(&row)?)),
@@ -224,15 +245,23 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
         None => Vec::new(),
     };
     tool_wordings.sort();
-    let history: Vec<(String, String, Option<String>)> = match row.text("history")? {
-        Some(json) => serde_json::from_str(&json)
-            .map_err(|e| StoreError::Corrupt(format!("a conversation's messages as JSON: {e}")))?,
-        None => Vec::new(),
+    // Postgres reads the messages in this row (NULL when the caller holds them); SQLite reads
+    // them after it, as rows.
+    let history = match row.text("history")? {
+        Some(json) => {
+            let rows: Vec<(String, String, Option<String>)> =
+                serde_json::from_str(&json).map_err(|e| {
+                    StoreError::Corrupt(format!("a conversation's messages as JSON: {e}"))
+                })?;
+            let history = rows.into_iter().map(|(r, content, turn_id)| HistoryMessage {
+                role: role(&r),
+                content,
+                turn_id,
+            });
+            Some(history.collect())
+        }
+        None => None,
     };
-    let history = history
-        .into_iter()
-        .map(|(r, content, turn_id)| HistoryMessage { role: role(&r), content, turn_id })
-        .collect();
     Ok(TurnContext {
         conversation,
         tool_settings,
@@ -243,5 +272,6 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
         provider,
         tool_wordings,
         history,
+        history_version: row.required_int("history_version")?,
     })
 }

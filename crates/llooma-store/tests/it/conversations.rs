@@ -74,8 +74,9 @@ async fn what_is_written_within_one_millisecond_keeps_the_order_it_was_written_i
     let stored: Vec<String> =
         store.messages(&c.id).await.unwrap().into_iter().map(|m| m.content).collect();
     assert_eq!(stored, written);
-    let context = store.turn_context(&alice, &c.id).await.unwrap().unwrap();
-    let history: Vec<&str> = context.history.iter().map(|m| m.content.as_str()).collect();
+    let context = store.turn_context(&alice, &c.id, None).await.unwrap().unwrap();
+    let history: Vec<&str> =
+        context.history.as_deref().unwrap().iter().map(|m| m.content.as_str()).collect();
     assert_eq!(history, written);
 }
 
@@ -255,16 +256,16 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
 
     // A bare conversation: the defaults, no persona, no provider.
     let bare = store.create_conversation(&alice, "bare", None, None).await.unwrap();
-    let context = store.turn_context(&alice, &bare.id).await.unwrap().unwrap();
+    let context = store.turn_context(&alice, &bare.id, None).await.unwrap().unwrap();
     assert_eq!(context.conversation, bare);
     assert_eq!(context.tool_settings, ToolSettings::default());
     assert_eq!(context.instance, store.instance_settings().await.unwrap());
     assert_eq!((context.persona, context.model_prompt, context.provider), (None, None, None));
     assert!(!context.titles_from_model);
     assert!(context.tool_wordings.is_empty());
-    assert!(context.history.is_empty());
+    assert_eq!(context.history, Some(Vec::new()));
     // Another account's conversation is not found.
-    assert!(store.turn_context(&bob, &bare.id).await.unwrap().is_none());
+    assert!(store.turn_context(&bob, &bare.id, None).await.unwrap().is_none());
 
     // Everything set.
     store
@@ -293,7 +294,7 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
         ConversationPatch { persona_id: Some(Some(persona.id.clone())), ..Default::default() };
     store.update_conversation(&alice, &full.id, patch).await.unwrap();
 
-    let context = store.turn_context(&alice, &full.id).await.unwrap().unwrap();
+    let context = store.turn_context(&alice, &full.id, None).await.unwrap().unwrap();
     assert_eq!(context.conversation, store.conversation(&alice, &full.id).await.unwrap().unwrap());
     assert_eq!(context.tool_settings, tools);
     assert_eq!(context.persona, Some(persona));
@@ -311,13 +312,11 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     store.add_message(&full.id, "user", asked, Some(&turn)).await.unwrap();
     store.add_message(&full.id, "assistant", "An answer.", Some(&turn)).await.unwrap();
     store.add_message(&full.id, "user", "Without a turn.", None).await.unwrap();
-    let context = store.turn_context(&alice, &full.id).await.unwrap().unwrap();
+    let context = store.turn_context(&alice, &full.id, None).await.unwrap().unwrap();
     let stored = store.messages(&full.id).await.unwrap();
-    let read: Vec<_> = context
-        .history
-        .iter()
-        .map(|m| (m.role, m.content.as_str(), m.turn_id.as_deref()))
-        .collect();
+    let history = context.history.unwrap();
+    let read: Vec<_> =
+        history.iter().map(|m| (m.role, m.content.as_str(), m.turn_id.as_deref())).collect();
     let expected: Vec<_> = stored
         .iter()
         .map(|m| (m.role.as_str(), m.content.as_str(), m.turn_id.as_deref()))
@@ -326,7 +325,91 @@ async fn a_turn_s_context_is_read_in_one_query_with_every_default() {
     assert_eq!(read[0], ("user", asked, Some(turn.as_str())));
     assert_eq!(read[2], ("user", "Without a turn.", None));
     // Another conversation's messages are not in it.
-    assert!(store.turn_context(&alice, &bare.id).await.unwrap().unwrap().history.is_empty());
+    assert!(
+        store
+            .turn_context(&alice, &bare.id, None)
+            .await
+            .unwrap()
+            .unwrap()
+            .history
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// A turn holds its conversation's messages from the turn before and has them read again only
+/// when they changed: every change to them, whoever makes it (a turn, an edit, an operator's
+/// SQL), moves the conversation's history version, and nothing else does.
+#[tokio::test]
+async fn a_conversation_s_messages_are_read_again_exactly_when_they_changed() {
+    use llooma_store::ConversationPatch;
+    use sea_orm::ConnectionTrait;
+
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
+    let other = store.create_conversation(&alice, "other", None, None).await.unwrap();
+    let read =
+        async |held: Option<i64>| store.turn_context(&alice, &c.id, held).await.unwrap().unwrap();
+    let texts = |history: Option<Vec<llooma_store::HistoryMessage>>| -> Vec<String> {
+        history.expect("the messages were read").into_iter().map(|m| m.content).collect()
+    };
+
+    let first = read(None).await;
+    assert_eq!(first.history, Some(Vec::new()));
+    let v0 = first.history_version;
+    assert_eq!(read(Some(v0)).await.history, None, "held at this version: not read");
+
+    // A turn: the person's message and the reply, one step each.
+    let opened =
+        store.open_turn(&c.id, "r", "hello", TurnStarted::new(String::new())).await.unwrap();
+    store.close_turn(&c.id, &opened.turn_id, &[], "hi there", EndState::Done, None).await.unwrap();
+    let after = read(Some(v0)).await;
+    assert_eq!(after.history_version, v0 + 2);
+    assert_eq!(texts(after.history), ["hello", "hi there"]);
+    let v1 = after.history_version;
+    // A reply that stayed empty stores nothing: one step.
+    let empty =
+        store.open_turn(&c.id, "r", "again", TurnStarted::new(String::new())).await.unwrap();
+    store.close_turn(&c.id, &empty.turn_id, &[], "", EndState::Stopped, None).await.unwrap();
+    let v2 = read(Some(v1)).await.history_version;
+    assert_eq!(v2, v1 + 1);
+
+    // Another conversation's messages, a new title: not a change of these messages.
+    store.add_message(&other.id, "user", "elsewhere", None).await.unwrap();
+    let patch = ConversationPatch { title: Some("renamed".into()), ..Default::default() };
+    store.update_conversation(&alice, &c.id, patch).await.unwrap();
+    assert_eq!(read(Some(v2)).await.history, None);
+
+    // An edit removes the turn's messages from its own on.
+    store.remove_messages_from_turn(&c.id, &empty.turn_id).await.unwrap();
+    let edited = read(Some(v2)).await;
+    assert!(edited.history_version > v2);
+    assert_eq!(texts(edited.history), ["hello", "hi there"]);
+
+    // An operator's SQL, on a connection of its own.
+    let v3 = edited.history_version;
+    let operator = sea_orm::Database::connect(db.url()).await.unwrap();
+    operator
+        .execute_unprepared(
+            "UPDATE messages SET content = 'hi, corrected' WHERE role = 'assistant'",
+        )
+        .await
+        .unwrap();
+    let corrected = read(Some(v3)).await;
+    assert!(corrected.history_version > v3);
+    assert_eq!(texts(corrected.history), ["hello", "hi, corrected"]);
+    let v4 = corrected.history_version;
+    operator.execute_unprepared("DELETE FROM messages WHERE content = 'hello'").await.unwrap();
+    let removed = read(Some(v4)).await;
+    assert!(removed.history_version > v4);
+    assert_eq!(texts(removed.history), ["hi, corrected"]);
+    // A number held from before is never taken for the current one: the numbers only grow.
+    for held in [v0, v1, v2, v3, v4] {
+        assert!(read(Some(held)).await.history.is_some(), "held at {held}");
+    }
+    operator.close().await.unwrap();
 }
 
 /// On SQLite a turn's writes go through a connection of their own, beside the one the rest of

@@ -1,0 +1,185 @@
+//! The messages of conversations that had a turn lately, kept between their turns, each under
+//! the history version the database had when they were read or written (m0019): a turn names
+//! that version and the messages are read again only when it is no longer the conversation's.
+//! Reading a long history was a third of a plain turn's instructions, and it is read on every
+//! turn.
+//!
+//! Why a kept history is never wrong: the database moves a conversation's version by one for
+//! every message inserted, deleted or updated, by anyone, and never moves it back. A turn that
+//! read its messages at version `v` and then wrote the person's message and (unless empty) the
+//! reply keeps them, with those two, under `v + 1 + 1`; if anything else changed them
+//! meanwhile the version is past that, and never comes back to it, so the next turn reads them
+//! again.
+//!
+//! Bounded: at most [`MAX_BYTES`] of text in all, the conversations used longest ago dropped
+//! first; a conversation whose messages alone exceed [`MAX_ENTRY_BYTES`] is not kept.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::Speaker;
+
+/// Text kept in all.
+pub const MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Text kept for one conversation.
+pub const MAX_ENTRY_BYTES: usize = 1024 * 1024;
+
+/// A conversation's messages, oldest first, as of `version`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeldHistory {
+    pub version: i64,
+    pub messages: Arc<Vec<(Speaker, String)>>,
+}
+
+/// The kept histories of this process; cheap to clone (shared).
+#[derive(Clone, Debug, Default)]
+pub struct HistoryCache(Arc<Mutex<Kept>>);
+
+#[derive(Debug, Default)]
+struct Kept {
+    entries: HashMap<String, Entry>,
+    bytes: usize,
+    /// Counts uses: the entry with the lowest `used` was used longest ago.
+    clock: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    held: HeldHistory,
+    bytes: usize,
+    used: u64,
+}
+
+fn bytes_of(messages: &[(Speaker, String)]) -> usize {
+    messages.iter().map(|(_, text)| text.len() + size_of::<(Speaker, String)>()).sum()
+}
+
+impl HistoryCache {
+    fn kept(&self) -> MutexGuard<'_, Kept> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The conversation's kept messages, if any.
+    pub fn get(&self, conversation_id: &str) -> Option<HeldHistory> {
+        let mut kept = self.kept();
+        kept.clock += 1;
+        let now = kept.clock;
+        let entry = kept.entries.get_mut(conversation_id)?;
+        entry.used = now;
+        Some(entry.held.clone())
+    }
+
+    /// Keeps `messages` as the conversation's at `version`, in place of what was kept.
+    pub fn put(&self, conversation_id: &str, version: i64, messages: Vec<(Speaker, String)>) {
+        let bytes = bytes_of(&messages);
+        let mut kept = self.kept();
+        if let Some(old) = kept.entries.remove(conversation_id) {
+            kept.bytes -= old.bytes;
+        }
+        if bytes > MAX_ENTRY_BYTES {
+            return;
+        }
+        while kept.bytes + bytes > MAX_BYTES {
+            let Some(oldest) =
+                kept.entries.iter().min_by_key(|(_, e)| e.used).map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            if let Some(dropped) = kept.entries.remove(&oldest) {
+                kept.bytes -= dropped.bytes;
+            }
+        }
+        kept.clock += 1;
+        let used = kept.clock;
+        kept.bytes += bytes;
+        let held = HeldHistory { version, messages: Arc::new(messages) };
+        kept.entries.insert(conversation_id.to_owned(), Entry { held, bytes, used });
+    }
+
+    /// Drops what is kept of the conversation.
+    pub fn forget(&self, conversation_id: &str) {
+        let mut kept = self.kept();
+        if let Some(old) = kept.entries.remove(conversation_id) {
+            kept.bytes -= old.bytes;
+        }
+    }
+
+    /// Text kept in all, with each message's own size.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.kept().bytes
+    }
+}
+
+/// A turn's messages, the person's new one last, to be kept with its reply once the turn has
+/// stored it.
+#[derive(Debug)]
+pub(crate) struct KeepHistory {
+    /// The version they were read (or held) at, before the turn wrote the person's message.
+    pub(crate) version: i64,
+    pub(crate) messages: Vec<(Speaker, String)>,
+}
+
+impl KeepHistory {
+    /// Keeps the messages with `reply`, once the turn stored it: the person's message moved
+    /// the version by one, the reply by one more unless it is empty (it is not stored then).
+    pub(crate) fn after_turn(mut self, cache: &HistoryCache, conversation_id: &str, reply: &str) {
+        let mut version = self.version + 1;
+        if !reply.is_empty() {
+            self.messages.push((Speaker::Model, reply.to_owned()));
+            version += 1;
+        }
+        cache.put(conversation_id, version, self.messages);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(text: &str, n: usize) -> Vec<(Speaker, String)> {
+        (0..n)
+            .map(|i| (if i % 2 == 0 { Speaker::Person } else { Speaker::Model }, text.into()))
+            .collect()
+    }
+
+    #[test]
+    fn a_history_is_given_back_under_the_version_it_was_kept_at_until_replaced_or_forgotten() {
+        let cache = HistoryCache::default();
+        assert_eq!(cache.get("c"), None);
+        cache.put("c", 4, history("hi", 2));
+        let held = cache.get("c").unwrap();
+        assert_eq!((held.version, held.messages.len()), (4, 2));
+        cache.put("c", 6, history("hi", 4));
+        assert_eq!(cache.get("c").unwrap().version, 6);
+        assert_eq!(cache.bytes(), bytes_of(&history("hi", 4)));
+        cache.forget("c");
+        assert_eq!((cache.get("c"), cache.bytes()), (None, 0));
+    }
+
+    #[test]
+    fn the_conversations_used_longest_ago_go_first_when_the_text_kept_would_pass_the_bound() {
+        let cache = HistoryCache::default();
+        let quarter = history(&"x".repeat(MAX_ENTRY_BYTES / 4), 3);
+        let each = bytes_of(&quarter);
+        let fit = MAX_BYTES / each;
+        for i in 0..fit {
+            cache.put(&format!("c{i}"), 1, quarter.clone());
+        }
+        assert_eq!(cache.bytes(), fit * each);
+        cache.get("c0"); // used again: now c1 is the one used longest ago
+        cache.put("new", 1, quarter.clone());
+        assert!(cache.get("c0").is_some());
+        assert!(cache.get("c1").is_none());
+        assert!(cache.get("new").is_some());
+        assert!(cache.bytes() <= MAX_BYTES);
+    }
+
+    #[test]
+    fn a_history_larger_than_one_conversation_may_hold_is_not_kept() {
+        let cache = HistoryCache::default();
+        cache.put("c", 1, history("small", 2));
+        cache.put("c", 3, history(&"x".repeat(MAX_ENTRY_BYTES), 1));
+        assert_eq!((cache.get("c"), cache.bytes()), (None, 0), "nor the smaller one before it");
+    }
+}
