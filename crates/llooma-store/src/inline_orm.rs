@@ -56,6 +56,31 @@ where
     E: EntityTrait,
     E::ActiveModel: TryIntoModel<E::Model>,
 {
+    entity_rows_up_to::<E>(conn, statement, usize::MAX)
+}
+
+/// Runs `statement` as [`entity_rows`] does and reads only its first row, if any.
+pub(crate) fn first_entity_row<E>(
+    conn: &Connection,
+    statement: &Statement,
+) -> Result<Option<E::Model>, InlineError>
+where
+    E: EntityTrait,
+    E::ActiveModel: TryIntoModel<E::Model>,
+{
+    Ok(entity_rows_up_to::<E>(conn, statement, 1)?.pop())
+}
+
+/// At most `limit` rows of `statement`, each as `E`'s model.
+fn entity_rows_up_to<E>(
+    conn: &Connection,
+    statement: &Statement,
+    limit: usize,
+) -> Result<Vec<E::Model>, InlineError>
+where
+    E: EntityTrait,
+    E::ActiveModel: TryIntoModel<E::Model>,
+{
     let mut prepared = conn.prepare_cached(&statement.sql)?;
     let columns: Vec<(E::Column, ColumnType)> = prepared
         .column_names()
@@ -69,7 +94,9 @@ where
         .collect::<Result<_, StoreError>>()?;
     let mut rows = prepared.query(rusqlite::params_from_iter(parameters(statement)?))?;
     let mut models = Vec::new();
-    while let Some(row) = rows.next()? {
+    while models.len() < limit
+        && let Some(row) = rows.next()?
+    {
         let mut model = <E::ActiveModel as ActiveModelTrait>::default();
         for (i, (column, kind)) in columns.iter().enumerate() {
             model.try_set(*column, column_value(row, i, column, kind)?)?;

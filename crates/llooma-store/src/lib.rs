@@ -217,7 +217,10 @@ impl Store {
         }
     }
 
-    /// The first row `select` finds, where [`Store::find_all`] runs it.
+    /// The first row `select` finds, where [`Store::find_all`] runs it. On SQLite without a
+    /// `LIMIT`: sea-orm binds its `LIMIT 1` as a parameter, and SQLite plans a `LIMIT ?` for the
+    /// value bound, so it prepared the statement again on every run (a tenth of a turn with an
+    /// MCP call); only the first row is read instead.
     pub(crate) async fn find_one<E>(
         &self,
         select: sea_orm::Select<E>,
@@ -227,9 +230,12 @@ impl Store {
         E::Model: sea_orm::FromQueryResult + Send + Sync,
         E::ActiveModel: sea_orm::TryIntoModel<E::Model>,
     {
-        use sea_orm::QuerySelect;
+        use sea_orm::QueryTrait;
         match &self.inline {
-            Some(_) => Ok(self.find_all(select.limit(1)).await?.into_iter().next()),
+            Some(inline) => {
+                let statement = select.build(DbBackend::Sqlite);
+                Ok(inline.run(|conn| inline_orm::first_entity_row::<E>(conn, &statement)).await?)
+            }
             None => Ok(select.one(&self.db).await?),
         }
     }
