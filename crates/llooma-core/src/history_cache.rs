@@ -20,20 +20,20 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use crate::Speaker;
 
 /// Text kept in all.
-pub const MAX_BYTES: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_BYTES: usize = 8 * 1024 * 1024;
 /// Text kept for one conversation.
-pub const MAX_ENTRY_BYTES: usize = 1024 * 1024;
+pub(crate) const MAX_ENTRY_BYTES: usize = 1024 * 1024;
 
 /// A conversation's messages, oldest first, as of `version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeldHistory {
-    pub version: i64,
-    pub messages: Arc<Vec<(Speaker, String)>>,
+pub(crate) struct HeldHistory {
+    pub(crate) version: i64,
+    pub(crate) messages: Arc<Vec<(Speaker, String)>>,
 }
 
 /// The kept histories of this process; cheap to clone (shared).
 #[derive(Clone, Debug, Default)]
-pub struct HistoryCache(Arc<Mutex<Kept>>);
+pub(crate) struct HistoryCache(Arc<Mutex<Kept>>);
 
 #[derive(Debug, Default)]
 struct Kept {
@@ -41,6 +41,15 @@ struct Kept {
     bytes: usize,
     /// Counts uses: the entry with the lowest `used` was used longest ago.
     clock: u64,
+}
+
+impl Kept {
+    /// Takes the conversation's entry out, and its text out of the count.
+    fn remove(&mut self, conversation_id: &str) {
+        if let Some(old) = self.entries.remove(conversation_id) {
+            self.bytes -= old.bytes;
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -60,7 +69,7 @@ impl HistoryCache {
     }
 
     /// The conversation's kept messages, if any.
-    pub fn get(&self, conversation_id: &str) -> Option<HeldHistory> {
+    pub(crate) fn get(&self, conversation_id: &str) -> Option<HeldHistory> {
         let mut kept = self.kept();
         kept.clock += 1;
         let now = kept.clock;
@@ -70,12 +79,15 @@ impl HistoryCache {
     }
 
     /// Keeps `messages` as the conversation's at `version`, in place of what was kept.
-    pub fn put(&self, conversation_id: &str, version: i64, messages: Vec<(Speaker, String)>) {
+    pub(crate) fn put(
+        &self,
+        conversation_id: &str,
+        version: i64,
+        messages: Vec<(Speaker, String)>,
+    ) {
         let bytes = bytes_of(&messages);
         let mut kept = self.kept();
-        if let Some(old) = kept.entries.remove(conversation_id) {
-            kept.bytes -= old.bytes;
-        }
+        kept.remove(conversation_id);
         if bytes > MAX_ENTRY_BYTES {
             return;
         }
@@ -85,9 +97,7 @@ impl HistoryCache {
             else {
                 break;
             };
-            if let Some(dropped) = kept.entries.remove(&oldest) {
-                kept.bytes -= dropped.bytes;
-            }
+            kept.remove(&oldest);
         }
         kept.clock += 1;
         let used = kept.clock;
@@ -97,11 +107,8 @@ impl HistoryCache {
     }
 
     /// Drops what is kept of the conversation.
-    pub fn forget(&self, conversation_id: &str) {
-        let mut kept = self.kept();
-        if let Some(old) = kept.entries.remove(conversation_id) {
-            kept.bytes -= old.bytes;
-        }
+    pub(crate) fn forget(&self, conversation_id: &str) {
+        self.kept().remove(conversation_id);
     }
 
     /// Text kept in all, with each message's own size.
