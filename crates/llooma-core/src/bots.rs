@@ -262,6 +262,7 @@ impl Responder for TurnResponder {
             request: TurnRequest {
                 model,
                 system_prompt,
+                earlier: Default::default(),
                 history,
                 rounds: crate::ROUNDS,
                 now_rfc3339: crate::conversations::now_rfc3339(),

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use llooma_providers::{EncodedMessages, Message};
 use llooma_store::{Conversation, ConversationPatch, TurnContext};
 use llooma_types::{
     ConversationDetail, ConversationView, EndState, MessageView, Reply, StepState, TurnEvent,
@@ -468,7 +469,9 @@ impl App {
             let what = ChosenWhat::Prompt(p.name, p.arguments);
             chosen.push(Chosen { label, address, token, what });
         }
-        let mut history: Vec<(Speaker, String)> = match (read, held) {
+        // The messages before the person's new one, written out for the provider: as kept
+        // from the last turn when they did not change since, or as read.
+        let earlier = match (read, held) {
             (Some(mut stored), _) => {
                 if let Some(turn) = &message.replaces {
                     // The model reads the conversation as it was before the replaced message.
@@ -484,22 +487,31 @@ impl App {
                         })?;
                     stored.truncate(at);
                 }
-                let speaker =
-                    |role| if role == "assistant" { Speaker::Model } else { Speaker::Person };
-                stored.into_iter().map(|m| (speaker(m.role), m.content)).collect()
+                let messages: Vec<Message> = stored
+                    .into_iter()
+                    .map(|m| match m.role {
+                        "assistant" => Message::assistant(m.content),
+                        _ => Message::user(m.content),
+                    })
+                    .collect();
+                EncodedMessages::encode(&messages)
             }
-            (None, Some(held)) => held.messages.as_ref().clone(),
+            (None, Some(held)) => held.messages,
             (None, None) => {
                 return Err(AppError::Internal(
                     "the conversation's messages were neither read nor held".into(),
                 ));
             }
         };
-        history.push((Speaker::Person, content.to_owned()));
-        // Kept after the turn with its reply, unless it replaces messages (those removed are
-        // not counted here: the next turn reads them all again).
+        let first_message = earlier.is_empty();
+        // Kept after the turn with the person's message and its reply, unless it replaces
+        // messages (those removed are not counted here: the next turn reads them all again).
         let keep = match message.replaces {
-            None => Some(KeepHistory { version: history_version, messages: history.clone() }),
+            None => {
+                let mut messages = earlier.clone();
+                messages.push(&Message::user(content));
+                Some(KeepHistory { version: history_version, messages })
+            }
             Some(_) => {
                 self.turns.histories.forget(conversation_id);
                 None
@@ -512,8 +524,7 @@ impl App {
         );
 
         // The first exchange of an untitled conversation may be named by the model afterwards.
-        let name_by_model =
-            conversation.title == UNTITLED && history.len() == 1 && titles_from_model;
+        let name_by_model = conversation.title == UNTITLED && first_message && titles_from_model;
 
         let now = now_rfc3339();
         let started = TurnStarted {
@@ -554,7 +565,7 @@ impl App {
             }
         };
         // An untitled conversation is named by its first message.
-        if conversation.title == UNTITLED && history.len() == 1 {
+        if conversation.title == UNTITLED && first_message {
             let patch =
                 ConversationPatch { title: Some(title_from(content)), ..Default::default() };
             if let Err(err) =
@@ -581,7 +592,8 @@ impl App {
             request: TurnRequest {
                 model,
                 system_prompt: Some(system_prompt),
-                history,
+                earlier,
+                history: vec![(Speaker::Person, content.to_owned())],
                 rounds: crate::ROUNDS,
                 now_rfc3339: now,
                 attachments: Vec::new(),

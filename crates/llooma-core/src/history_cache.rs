@@ -2,7 +2,8 @@
 //! the history version the database had when they were read or written (m0019): a turn names
 //! that version and the messages are read again only when it is no longer the conversation's.
 //! Reading a long history was a third of a plain turn's instructions, and it is read on every
-//! turn.
+//! turn. They are kept written out as the provider receives them ([`EncodedMessages`]), so a
+//! turn neither copies nor writes them out again (that was a fifth more).
 //!
 //! Why a kept history is never wrong: the database moves a conversation's version by one for
 //! every message inserted, deleted or updated, by anyone, and never moves it back. A turn that
@@ -11,24 +12,24 @@
 //! meanwhile the version is past that, and never comes back to it, so the next turn reads them
 //! again.
 //!
-//! Bounded: at most [`MAX_BYTES`] of text in all, the conversations used longest ago dropped
-//! first; a conversation whose messages alone exceed [`MAX_ENTRY_BYTES`] is not kept.
+//! Bounded: at most [`MAX_BYTES`] of messages in all, the conversations used longest ago
+//! dropped first; a conversation whose messages alone exceed [`MAX_ENTRY_BYTES`] is not kept.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::Speaker;
+use llooma_providers::{EncodedMessages, Message};
 
-/// Text kept in all.
+/// Messages kept in all, in bytes as sent.
 pub(crate) const MAX_BYTES: usize = 8 * 1024 * 1024;
-/// Text kept for one conversation.
+/// Messages kept for one conversation, in bytes as sent.
 pub(crate) const MAX_ENTRY_BYTES: usize = 1024 * 1024;
 
 /// A conversation's messages, oldest first, as of `version`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct HeldHistory {
     pub(crate) version: i64,
-    pub(crate) messages: Arc<Vec<(Speaker, String)>>,
+    pub(crate) messages: EncodedMessages,
 }
 
 /// The kept histories of this process; cheap to clone (shared).
@@ -59,9 +60,13 @@ struct Entry {
     used: u64,
 }
 
-fn bytes_of(messages: &[(Speaker, String)]) -> usize {
-    messages.iter().map(|(_, text)| text.len() + size_of::<(Speaker, String)>()).sum()
+/// What `messages` hold: their bytes as sent, and each one's share.
+fn bytes_of(messages: &EncodedMessages) -> usize {
+    messages.bytes() + messages.len() * PER_MESSAGE
 }
+
+/// A kept message's own cost beside its text: its shared pointer and the count beside it.
+const PER_MESSAGE: usize = 48;
 
 impl HistoryCache {
     fn kept(&self) -> MutexGuard<'_, Kept> {
@@ -79,12 +84,7 @@ impl HistoryCache {
     }
 
     /// Keeps `messages` as the conversation's at `version`, in place of what was kept.
-    pub(crate) fn put(
-        &self,
-        conversation_id: &str,
-        version: i64,
-        messages: Vec<(Speaker, String)>,
-    ) {
+    pub(crate) fn put(&self, conversation_id: &str, version: i64, messages: EncodedMessages) {
         let bytes = bytes_of(&messages);
         let mut kept = self.kept();
         kept.remove(conversation_id);
@@ -102,7 +102,7 @@ impl HistoryCache {
         kept.clock += 1;
         let used = kept.clock;
         kept.bytes += bytes;
-        let held = HeldHistory { version, messages: Arc::new(messages) };
+        let held = HeldHistory { version, messages };
         kept.entries.insert(conversation_id.to_owned(), Entry { held, bytes, used });
     }
 
@@ -111,7 +111,7 @@ impl HistoryCache {
         self.kept().remove(conversation_id);
     }
 
-    /// Text kept in all, with each message's own size.
+    /// Bytes kept in all, with each message's own share.
     #[cfg(test)]
     fn bytes(&self) -> usize {
         self.kept().bytes
@@ -124,7 +124,7 @@ impl HistoryCache {
 pub(crate) struct KeepHistory {
     /// The version they were read (or held) at, before the turn wrote the person's message.
     pub(crate) version: i64,
-    pub(crate) messages: Vec<(Speaker, String)>,
+    pub(crate) messages: EncodedMessages,
 }
 
 impl KeepHistory {
@@ -133,7 +133,7 @@ impl KeepHistory {
     pub(crate) fn after_turn(mut self, cache: &HistoryCache, conversation_id: &str, reply: &str) {
         let mut version = self.version + 1;
         if !reply.is_empty() {
-            self.messages.push((Speaker::Model, reply.to_owned()));
+            self.messages.push(&Message::assistant(reply));
             version += 1;
         }
         cache.put(conversation_id, version, self.messages);
@@ -144,10 +144,11 @@ impl KeepHistory {
 mod tests {
     use super::*;
 
-    fn history(text: &str, n: usize) -> Vec<(Speaker, String)> {
-        (0..n)
-            .map(|i| (if i % 2 == 0 { Speaker::Person } else { Speaker::Model }, text.into()))
-            .collect()
+    fn history(text: &str, n: usize) -> EncodedMessages {
+        let messages: Vec<Message> = (0..n)
+            .map(|i| if i % 2 == 0 { Message::user(text) } else { Message::assistant(text) })
+            .collect();
+        EncodedMessages::encode(&messages)
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! What goes to a model and what comes back, independent of the wire format.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use serde_json::value::RawValue;
 
 /// One chat completion request.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +76,8 @@ pub enum Message {
         /// The result, as text.
         content: String,
     },
+    /// Messages written out before ([`EncodedMessages`]), sent here as they are, in order.
+    Encoded(EncodedMessages),
 }
 
 impl Message {
@@ -96,6 +101,69 @@ impl Message {
         Message::Tool { tool_call_id: tool_call_id.into(), content: content.into() }
     }
 }
+
+/// Messages already written as the provider receives them, to be sent again byte for byte
+/// ([`Message::Encoded`]). A conversation's earlier messages are the same on every turn; writing
+/// them out anew each time was a fifth of a plain turn's instructions. Cheap to clone: each
+/// message's text is shared, not copied.
+#[derive(Debug, Clone, Default)]
+pub struct EncodedMessages {
+    each: Vec<Arc<RawValue>>,
+    bytes: usize,
+}
+
+impl EncodedMessages {
+    /// `messages`, written out.
+    pub fn encode(messages: &[Message]) -> Self {
+        let mut encoded = EncodedMessages::default();
+        for message in messages {
+            encoded.push(message);
+        }
+        encoded
+    }
+
+    /// Writes out one more message, after the others (an encoded run joins as it is).
+    pub fn push(&mut self, message: &Message) {
+        if let Message::Encoded(run) = message {
+            self.each.extend(run.each.iter().cloned());
+            self.bytes += run.bytes;
+            return;
+        }
+        let one = crate::wire::encode_message(message);
+        self.bytes += one.get().len();
+        self.each.push(Arc::from(one));
+    }
+
+    /// How many messages.
+    pub fn len(&self) -> usize {
+        self.each.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.each.is_empty()
+    }
+
+    /// Bytes of them all as sent.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Each message as sent, in order.
+    pub(crate) fn each(&self) -> impl Iterator<Item = &RawValue> {
+        self.each.iter().map(|one| &**one)
+    }
+}
+
+/// The same messages, written the same.
+impl PartialEq for EncodedMessages {
+    fn eq(&self, other: &Self) -> bool {
+        self.each.len() == other.each.len()
+            && self.each().zip(other.each()).all(|(a, b)| a.get() == b.get())
+    }
+}
+
+impl Eq for EncodedMessages {}
 
 /// A function the model may call.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,6 +2,7 @@
 //! read. Only this module knows field names.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use crate::types::{ChatRequest, Message, ModelInfo, ToolChoice, ToolDefinition, Usage};
@@ -13,7 +14,7 @@ pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> String
     let tools = (!request.tools.is_empty()).then(|| wire_tools(&request.tools));
     let body = Body {
         model: &request.model,
-        messages: request.messages.iter().map(wire_message).collect(),
+        messages: wire_entries(&request.messages),
         stream: true,
         stream_options: include_usage.then_some(StreamOptions { include_usage: true }),
         // Without tools a tool_choice is an error at OpenAI, so it goes only with them.
@@ -47,10 +48,38 @@ impl std::io::Write for Counted {
     }
 }
 
+/// One message written out, for [`crate::EncodedMessages`].
+pub(crate) fn encode_message(message: &Message) -> Box<RawValue> {
+    let Some(wire) = wire_message(message) else {
+        unreachable!("an encoded run is joined, not written again")
+    };
+    serde_json::value::to_raw_value(&wire)
+        .unwrap_or_else(|e| unreachable!("a message always serializes: {e}"))
+}
+
+/// The entries of `messages`: each message, an encoded run spread out.
+fn wire_entries(messages: &[Message]) -> Vec<WireEntry<'_>> {
+    let mut entries = Vec::with_capacity(messages.len());
+    for message in messages {
+        match message {
+            Message::Encoded(run) => entries.extend(run.each().map(WireEntry::Encoded)),
+            plain => entries.extend(wire_message(plain).map(WireEntry::Message)),
+        }
+    }
+    entries
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireEntry<'a> {
+    Message(WireMessage<'a>),
+    Encoded(&'a RawValue),
+}
+
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
+    messages: Vec<WireEntry<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -158,8 +187,9 @@ fn wire_choice(choice: &ToolChoice) -> WireChoice<'_> {
     }
 }
 
-fn wire_message(message: &Message) -> WireMessage<'_> {
-    match message {
+/// The message as sent; `None` for an encoded run, which is sent as it was written.
+fn wire_message(message: &Message) -> Option<WireMessage<'_>> {
+    Some(match message {
         Message::System { content } => WireMessage::System { content },
         Message::User { content } => WireMessage::User { content },
         Message::Assistant { content, tool_calls } => WireMessage::Assistant {
@@ -180,7 +210,8 @@ fn wire_message(message: &Message) -> WireMessage<'_> {
                 .collect(),
         },
         Message::Tool { tool_call_id, content } => WireMessage::Tool { tool_call_id, content },
-    }
+        Message::Encoded(_) => return None,
+    })
 }
 
 /// One streamed chunk. Every field is optional: providers differ in what they leave out.
@@ -335,7 +366,7 @@ impl ModelList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{ToolCall, ToolDefinition};
+    use crate::types::{EncodedMessages, ToolCall, ToolDefinition};
 
     #[test]
     fn request_body_has_the_openai_shape() {
@@ -385,6 +416,61 @@ mod tests {
                 }}],
                 "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
             })
+        );
+    }
+
+    #[test]
+    fn messages_encoded_before_are_sent_exactly_as_if_written_now() {
+        let quoted = "a \"quote\", a line\nbreak, ünïcödé and </script>";
+        let earlier = [
+            Message::user(quoted),
+            Message::assistant("sure"),
+            Message::Assistant {
+                content: Some("calling".into()),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "f".into(),
+                    arguments_json: "{}".into(),
+                }],
+            },
+            Message::tool("c1", quoted),
+        ];
+        let mut encoded = EncodedMessages::encode(&earlier[..2]);
+        encoded.push(&Message::Encoded(EncodedMessages::encode(&earlier[2..])));
+        assert_eq!(encoded, EncodedMessages::encode(&earlier));
+        assert_eq!(encoded.len(), 4);
+        let now = |earlier: Message| {
+            ChatRequest::new("m", vec![Message::system("s"), earlier, Message::user("next")])
+        };
+        let spread = ChatRequest::new(
+            "m",
+            [Message::system("s")]
+                .into_iter()
+                .chain(earlier.iter().cloned())
+                .chain([Message::user("next")])
+                .collect(),
+        );
+        assert_eq!(
+            request_body(&now(Message::Encoded(encoded.clone())), true),
+            request_body(&spread, true)
+        );
+        assert_eq!(
+            request_body(&now(Message::Encoded(EncodedMessages::default())), true),
+            request_body(
+                &ChatRequest::new("m", vec![Message::system("s"), Message::user("next")]),
+                true
+            ),
+            "an empty run adds nothing"
+        );
+        assert_eq!(
+            encoded.bytes(),
+            {
+                let written = request_body(&ChatRequest::new("m", earlier.to_vec()), false);
+                let start = written.find('[').unwrap() + 1;
+                let end = written.rfind(']').unwrap();
+                written[start..end].len() - (earlier.len() - 1)
+            },
+            "the bytes of the messages without the commas between them"
         );
     }
 

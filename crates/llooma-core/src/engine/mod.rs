@@ -12,7 +12,9 @@
 
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
-use llooma_providers::{ChatEvent, ChatRequest, Message, ProviderClient, ToolCall, ToolsSize};
+use llooma_providers::{
+    ChatEvent, ChatRequest, EncodedMessages, Message, ProviderClient, ToolCall, ToolsSize,
+};
 use llooma_types::{Attached, RequestWeighed, Step, StepState, TurnEvent};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -56,7 +58,11 @@ pub enum Speaker {
 pub struct TurnRequest {
     pub model: String,
     pub system_prompt: Option<String>,
-    /// The conversation so far, oldest first, ending with the person's new message.
+    /// The conversation's earlier messages, oldest first, already written out for the provider
+    /// (a conversation keeps them from one turn to the next); `history` follows them.
+    pub earlier: EncodedMessages,
+    /// The conversation so far after `earlier`, oldest first, ending with the person's new
+    /// message.
     pub history: Vec<(Speaker, String)>,
     /// How many times the model may be asked: 4, or 8 when MCP tools are offered.
     pub rounds: usize,
@@ -187,11 +193,19 @@ impl TurnEnd {
 }
 
 /// The system prompt and the history as the provider's messages. The history's texts are moved,
-/// not copied: a long conversation is read on every turn.
-fn history_messages(system_prompt: Option<&str>, history: Vec<(Speaker, String)>) -> Vec<Message> {
-    let mut messages = Vec::with_capacity(history.len() + 1);
+/// not copied, and the earlier messages are sent as they were written out: a long conversation
+/// is sent on every turn.
+fn history_messages(
+    system_prompt: Option<&str>,
+    earlier: EncodedMessages,
+    history: Vec<(Speaker, String)>,
+) -> Vec<Message> {
+    let mut messages = Vec::with_capacity(history.len() + 2);
     if let Some(system) = system_prompt {
         messages.push(Message::System { content: system.to_owned() });
+    }
+    if !earlier.is_empty() {
+        messages.push(Message::Encoded(earlier));
     }
     messages.extend(history.into_iter().map(|(speaker, text)| match speaker {
         Speaker::Person => Message::User { content: text },
@@ -422,7 +436,8 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
 ) -> TurnEnd {
     let mut text = String::new();
     let history = std::mem::take(&mut request.history);
-    let mut messages = history_messages(request.system_prompt.as_deref(), history);
+    let earlier = std::mem::take(&mut request.earlier);
+    let mut messages = history_messages(request.system_prompt.as_deref(), earlier, history);
     let request = &request;
     let mut guard = TurnGuard::new();
     if let Some(mcp) = mcp {

@@ -639,6 +639,7 @@ mod tests {
         TurnRequest {
             model: "m".into(),
             system_prompt: None,
+            earlier: Default::default(),
             history: Vec::new(),
             rounds: 4,
             now_rfc3339: "2026-11-30T06:00:00Z".into(),
