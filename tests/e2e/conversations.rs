@@ -1085,6 +1085,7 @@ async fn a_fast_stream_is_written_in_a_few_joined_deltas_and_loses_nothing() {
     let model = FakeModel::start([
         Reply::text(long.clone()).chunks(200),
         Reply::text("slow and steady").chunks(3).chunk_delay_ms(120),
+        Reply::text("a steady trickle of small words").chunks(12).chunk_delay_ms(25),
     ])
     .await
     .unwrap();
@@ -1108,6 +1109,14 @@ async fn a_fast_stream_is_written_in_a_few_joined_deltas_and_loses_nothing() {
     let (text, names, _) = until_end(&mut events).await;
     assert_eq!(text, "slow and steady");
     assert_eq!(names.iter().filter(|n| *n == "text").count(), 3, "{names:?}");
+
+    // Deltas closer together than the window go out each time it has passed, while the model
+    // still streams, not all at its end.
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "more"})).await;
+    let (text, names, _) = until_end(&mut events).await;
+    assert_eq!(text, "a steady trickle of small words");
+    let written = names.iter().filter(|n| *n == "text").count();
+    assert!(written >= 3, "300 ms of deltas 25 ms apart go out window by window: {names:?}");
 }
 
 /// Creates a conversation that starts with the last used model: (its provider id, its model).

@@ -365,21 +365,38 @@ async fn one_round<S: TurnSink>(
     let mut round = Round { text: String::new(), calls: Vec::new(), stopped: false };
     let mut stream = provider.chat(chat).await?;
     let mut deltas = Deltas::default();
+    // One timer for the round, set again only when the pending delta's due time moves: a
+    // timer armed anew wakes the runtime's other worker to look at the new deadline, and
+    // arming one on every delta of a window was a thread woken per delta. A delta due
+    // already needs none.
+    let window = tokio::time::sleep_until(tokio::time::Instant::now());
+    tokio::pin!(window);
+    let mut window_set_for = None;
     loop {
         enum Woken<T> {
             Next(T),
             Due,
             Stopped,
         }
-        let due = deltas.due();
+        let now = tokio::time::Instant::now();
+        let (due_now, due_later) = match deltas.due() {
+            Some(due) if due <= now => (true, None),
+            due => (false, due),
+        };
+        if let Some(due) = due_later
+            && window_set_for != Some(due)
+        {
+            window.as_mut().reset(due);
+            window_set_for = Some(due);
+        }
         // In this order: a Stop first; then what the model has already sent (deltas that
         // arrived together are joined); then a due delta, once nothing more is ready.
         let woken = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => Woken::Stopped,
             next = stream.next_event() => Woken::Next(next),
-            () = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)),
-                if due.is_some() => Woken::Due,
+            () = std::future::ready(()), if due_now => Woken::Due,
+            () = &mut window, if due_later.is_some() => Woken::Due,
         };
         let next = match woken {
             Woken::Next(next) => next,
