@@ -303,10 +303,11 @@ struct Deltas {
 }
 
 impl Deltas {
-    /// When the pending delta is due (None: nothing pending).
-    fn due(&self) -> Option<tokio::time::Instant> {
+    /// When the pending delta is due, it being `now` (None: nothing pending). One that is not
+    /// held by a window is due `now` exactly, so it is written without a timer.
+    fn due(&self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
         self.pending.as_ref()?;
-        Some(self.last_write.map_or_else(tokio::time::Instant::now, |t| t + DELTA_WINDOW))
+        Some(self.last_write.map_or(now, |t| t + DELTA_WINDOW))
     }
 
     async fn push<S: TurnSink>(
@@ -379,7 +380,7 @@ async fn one_round<S: TurnSink>(
             Stopped,
         }
         let now = tokio::time::Instant::now();
-        let (due_now, due_later) = match deltas.due() {
+        let (due_now, due_later) = match deltas.due(now) {
             Some(due) if due <= now => (true, None),
             due => (false, due),
         };
