@@ -28,6 +28,6 @@ pub use client::{ChatStream, ProviderClient};
 pub use config::{DEFAULT_MAX_STREAM_BYTES, OPENAI_MAX_TOOLS, ProviderConfig};
 pub use error::ProviderError;
 pub use types::{
-    ChatEvent, ChatReply, ChatRequest, EncodedMessages, FinishReason, Message, ModelInfo, Timeouts,
-    ToolCall, ToolChoice, ToolDefinition, ToolsSize, Usage,
+    ChatEvent, ChatReply, ChatRequest, EncodedMessages, EncodedTool, EncodedTools, FinishReason,
+    Message, ModelInfo, Timeouts, ToolCall, ToolChoice, ToolDefinition, ToolsSize, Usage,
 };

@@ -12,9 +12,9 @@ pub struct ChatRequest {
     pub model: String,
     /// The conversation so far.
     pub messages: Vec<Message>,
-    /// Functions the model may call. At most the provider's
+    /// Functions the model may call, written out. At most the provider's
     /// [`max_tools_per_request`](crate::ProviderConfig::max_tools_per_request).
-    pub tools: Vec<ToolDefinition>,
+    pub tools: EncodedTools,
     /// Whether and which tool the model must call; sent only when `tools` is not empty.
     pub tool_choice: Option<ToolChoice>,
     /// Sampling temperature, if the caller wants one.
@@ -29,7 +29,7 @@ impl ChatRequest {
         Self {
             model: model.into(),
             messages,
-            tools: Vec::new(),
+            tools: EncodedTools::default(),
             tool_choice: None,
             temperature: None,
             max_tokens: None,
@@ -38,7 +38,7 @@ impl ChatRequest {
 
     /// Offers these tools.
     pub fn with_tools(mut self, tools: Vec<ToolDefinition>) -> Self {
-        self.tools = tools;
+        self.tools = tools.iter().map(EncodedTool::new).collect();
         self
     }
 
@@ -189,11 +189,105 @@ pub struct ToolsSize {
 impl ToolsSize {
     /// The size of `tools` as this client sends them.
     pub fn of(tools: &[ToolDefinition]) -> Self {
-        if tools.is_empty() {
+        tools.iter().map(EncodedTool::new).collect::<EncodedTools>().size()
+    }
+}
+
+/// One tool definition written as the provider receives it. The same definitions go out in
+/// every request of a turn, and the app's own tools in every turn: written once, they are
+/// neither rebuilt nor written again for each request (and for weighing it). Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct EncodedTool(Arc<RawValue>);
+
+impl EncodedTool {
+    /// `tool`, written out.
+    pub fn new(tool: &ToolDefinition) -> Self {
+        Self::from_parts(&tool.name, tool.description.as_deref(), &tool.parameters)
+    }
+
+    /// The definition of these parts, written out (nothing copied into a [`ToolDefinition`]
+    /// first).
+    pub fn from_parts(
+        name: &str,
+        description: Option<&str>,
+        parameters: &serde_json::Value,
+    ) -> Self {
+        EncodedTool(Arc::from(crate::wire::encode_tool(name, description, parameters)))
+    }
+}
+
+/// The same definition, written the same.
+impl PartialEq for EncodedTool {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl Eq for EncodedTool {}
+
+/// The tools a request offers, each written out ([`EncodedTool`]), with their size as sent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EncodedTools {
+    each: Vec<EncodedTool>,
+    /// Bytes of the definitions themselves, without the array's brackets and commas.
+    definition_bytes: usize,
+}
+
+impl EncodedTools {
+    /// Adds one more, after the others.
+    pub fn push(&mut self, tool: EncodedTool) {
+        self.definition_bytes += tool.0.get().len();
+        self.each.push(tool);
+    }
+
+    /// How many tools.
+    pub fn len(&self) -> usize {
+        self.each.len()
+    }
+
+    /// True when there are none.
+    pub fn is_empty(&self) -> bool {
+        self.each.is_empty()
+    }
+
+    /// What the `tools` array adds to a request, as sent (nothing when empty: it is left out).
+    pub fn size(&self) -> ToolsSize {
+        if self.each.is_empty() {
             return ToolsSize::default();
         }
-        let bytes = crate::wire::tools_bytes(tools);
+        // `[`, `]` and a comma between each two.
+        let bytes = self.definition_bytes + 2 + (self.each.len() - 1);
         ToolsSize { bytes, estimated_tokens: bytes.div_ceil(4) }
+    }
+
+    /// Each definition as sent, in order.
+    pub(crate) fn each(&self) -> impl Iterator<Item = &RawValue> {
+        self.each.iter().map(|one| &*one.0)
+    }
+}
+
+impl Extend<EncodedTool> for EncodedTools {
+    fn extend<I: IntoIterator<Item = EncodedTool>>(&mut self, tools: I) {
+        for tool in tools {
+            self.push(tool);
+        }
+    }
+}
+
+impl IntoIterator for EncodedTools {
+    type Item = EncodedTool;
+    type IntoIter = std::vec::IntoIter<EncodedTool>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.each.into_iter()
+    }
+}
+
+impl FromIterator<EncodedTool> for EncodedTools {
+    fn from_iter<I: IntoIterator<Item = EncodedTool>>(tools: I) -> Self {
+        let mut all = EncodedTools::default();
+        all.extend(tools);
+        all
     }
 }
 

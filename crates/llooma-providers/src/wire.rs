@@ -5,13 +5,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::types::{ChatRequest, Message, ModelInfo, ToolChoice, ToolDefinition, Usage};
+use crate::types::{ChatRequest, Message, ModelInfo, ToolChoice, Usage};
 
 /// The request body for `POST /chat/completions` with `stream: true`, as JSON text. Written
 /// straight from the request (nothing copied into an intermediate JSON tree: a long history or
 /// a large tool list would be copied twice per request).
 pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> String {
-    let tools = (!request.tools.is_empty()).then(|| wire_tools(&request.tools));
+    let tools = (!request.tools.is_empty()).then(|| request.tools.each().collect());
     let body = Body {
         model: &request.model,
         messages: wire_entries(&request.messages),
@@ -27,25 +27,15 @@ pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> String
         .unwrap_or_else(|e| unreachable!("a request always serializes: {e}"))
 }
 
-/// Bytes of the `tools` array of a request, as sent.
-pub(crate) fn tools_bytes(tools: &[ToolDefinition]) -> usize {
-    let mut counted = Counted(0);
-    serde_json::to_writer(&mut counted, &wire_tools(tools))
-        .unwrap_or_else(|e| unreachable!("tools always serialize: {e}"));
-    counted.0
-}
-
-/// A writer that only counts.
-struct Counted(usize);
-
-impl std::io::Write for Counted {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0 += bytes.len();
-        Ok(bytes.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+/// One tool definition written out, for [`crate::EncodedTool`].
+pub(crate) fn encode_tool(
+    name: &str,
+    description: Option<&str>,
+    parameters: &Value,
+) -> Box<RawValue> {
+    let wire = function(OfferedFunction { name, description, parameters });
+    serde_json::value::to_raw_value(&wire)
+        .unwrap_or_else(|e| unreachable!("a tool always serializes: {e}"))
 }
 
 /// One message written out, for [`crate::EncodedMessages`].
@@ -84,7 +74,7 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<Vec<WireTool<'a>>>,
+    tools: Option<Vec<&'a RawValue>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireChoice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -143,8 +133,6 @@ struct CalledFunction<'a> {
     arguments: &'a str,
 }
 
-type WireTool<'a> = Typed<OfferedFunction<'a>>;
-
 #[derive(Serialize)]
 struct OfferedFunction<'a> {
     name: &'a str,
@@ -163,19 +151,6 @@ enum WireChoice<'a> {
 #[derive(Serialize)]
 struct ChosenFunction<'a> {
     name: &'a str,
-}
-
-fn wire_tools(tools: &[ToolDefinition]) -> Vec<WireTool<'_>> {
-    tools
-        .iter()
-        .map(|tool| {
-            function(OfferedFunction {
-                name: &tool.name,
-                description: tool.description.as_deref(),
-                parameters: &tool.parameters,
-            })
-        })
-        .collect()
 }
 
 fn wire_choice(choice: &ToolChoice) -> WireChoice<'_> {
@@ -366,7 +341,7 @@ impl ModelList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{EncodedMessages, ToolCall, ToolDefinition};
+    use crate::types::{EncodedMessages, ToolCall, ToolDefinition, ToolsSize};
 
     #[test]
     fn request_body_has_the_openai_shape() {
@@ -472,6 +447,39 @@ mod tests {
             },
             "the bytes of the messages without the commas between them"
         );
+    }
+
+    #[test]
+    fn the_size_of_the_tools_is_what_the_request_carries() {
+        let tool = |name: &str, description: Option<&str>| ToolDefinition {
+            name: name.into(),
+            description: description.map(str::to_owned),
+            parameters: json!({"type": "object", "properties": {"q": {"type": "string",
+                "description": "a \"quote\", ünïcödé, </script>"}}}),
+        };
+        let tools = vec![tool("a", Some("line\nbreak")), tool("b", None), tool("c", Some(""))];
+        let request = ChatRequest::new("m", vec![Message::user("hi")]).with_tools(tools.clone());
+        let written = request_body(&request, false);
+        let start = written.find(r#""tools":"#).unwrap() + r#""tools":"#.len();
+        let array: &RawValue = serde_json::Deserializer::from_str(&written[start..])
+            .into_iter::<&RawValue>()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(ToolsSize::of(&tools).bytes, array.get().len());
+        assert_eq!(request.tools.size(), ToolsSize::of(&tools));
+        assert_eq!(ToolsSize::of(&tools[..1]).bytes, tools_bytes_alone(&tools[0]));
+        assert_eq!(ToolsSize::of(&[]), ToolsSize::default(), "no tools, no array");
+        assert_eq!(request.tools.len(), 3);
+    }
+
+    /// `[definition]` written on its own.
+    fn tools_bytes_alone(tool: &ToolDefinition) -> usize {
+        serde_json::to_string(&[json!({"type": "function", "function": {
+            "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+        }})])
+        .unwrap()
+        .len()
     }
 
     #[test]

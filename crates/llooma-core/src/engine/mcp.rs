@@ -12,7 +12,7 @@ use llooma_consent::{
 };
 use llooma_mcp_client::McpClient;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
-use llooma_providers::{ToolCall, ToolDefinition, ToolsSize};
+use llooma_providers::{EncodedTool, EncodedTools, ToolCall, ToolDefinition, ToolsSize};
 use llooma_types::{ApprovalCardView, ApprovalShown, Step, StepState, TurnEvent};
 use llooma_vault::Secret;
 use serde_json::{Value, json};
@@ -133,6 +133,11 @@ impl McpTool {
             parameters: self.input_schema.clone(),
         }
     }
+
+    /// [`McpTool::definition`] as sent (the schema is not copied first).
+    fn encoded(&self) -> EncodedTool {
+        EncodedTool::from_parts(&self.model_name, Some(&self.description), &self.input_schema)
+    }
 }
 
 /// Every server's groups with their tool counts, in the order offered.
@@ -243,15 +248,15 @@ pub fn announce_cost(tools: &[McpTool]) -> AnnounceCost {
 impl<P: ApprovalPort> McpTurn<'_, P> {
     /// What the model is offered in the next request: every definition, or in announce mode
     /// the announcing tool and the definitions it asked for so far.
-    pub(crate) fn definitions(&self, opened: &Opened) -> Vec<ToolDefinition> {
-        let mut definitions = Vec::new();
+    pub(crate) fn definitions(&self, opened: &Opened) -> EncodedTools {
+        let mut definitions = EncodedTools::default();
         if self.announce && !self.tools.is_empty() {
-            definitions.push(announce_definition(&self.tools));
+            definitions.push(EncodedTool::new(&announce_definition(&self.tools)));
         }
         let shown = self.tools.iter().filter(|t| !self.announce || opened.contains(&t.model_name));
-        definitions.extend(shown.map(McpTool::definition));
+        definitions.extend(shown.map(McpTool::encoded));
         if self.offers_resources() {
-            definitions.push(ToolDefinition {
+            definitions.push(EncodedTool::new(&ToolDefinition {
                 name: RESOURCE_LIST.to_owned(),
                 description: Some(
                     "List the resources (documents, records) your MCP servers publish: server, \
@@ -259,8 +264,8 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                         .to_owned(),
                 ),
                 parameters: json!({"type": "object", "properties": {}}),
-            });
-            definitions.push(ToolDefinition {
+            }));
+            definitions.push(EncodedTool::new(&ToolDefinition {
                 name: RESOURCE_READ.to_owned(),
                 description: Some(
                     "Read one resource listed by mcp_resource_list, by its address (uri). Its \
@@ -275,7 +280,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     },
                     "required": ["uri"],
                 }),
-            });
+            }));
         }
         definitions
     }

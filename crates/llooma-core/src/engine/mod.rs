@@ -13,7 +13,7 @@
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{
-    ChatEvent, ChatRequest, EncodedMessages, Message, ProviderClient, ToolCall, ToolsSize,
+    ChatEvent, ChatRequest, EncodedMessages, EncodedTools, Message, ProviderClient, ToolCall,
 };
 use llooma_types::{Attached, RequestWeighed, Step, StepState, TurnEvent};
 use serde_json::Value;
@@ -473,14 +473,14 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
         for round_number in 1..=rounds {
             let last = round_number == rounds;
             // The last round offers no tools: out of rounds, the model answers with what it has.
-            let mut tools = Vec::new();
+            let mut tools = EncodedTools::default();
             if !last {
-                tools = builtins.definitions();
+                tools = builtins.encoded();
                 if let Some(mcp) = mcp {
                     tools.extend(mcp.definitions(&opened));
                 }
             }
-            let size = ToolsSize::of(&tools);
+            let size = tools.size();
             // What the definitions cost each request (none for the last), so announce mode can
             // be judged.
             sink.event(TurnEvent::Request(RequestWeighed {

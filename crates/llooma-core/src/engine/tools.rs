@@ -7,12 +7,13 @@
 //! ([`PageReader`], [`WebSearch`], [`MemoryPort`]). A tool that fails is a step and a result the
 //! model reads, never a failed turn.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::LazyLock;
 
 use llooma_memory_guard::{TurnGuard, WriteVerdict};
-use llooma_providers::{ToolCall, ToolDefinition};
+use llooma_providers::{EncodedTool, EncodedTools, ToolCall, ToolDefinition};
 use llooma_types::{ChoicesShown, Step, StepState, TurnEvent};
 use serde_json::{Value, json};
 
@@ -220,12 +221,17 @@ impl<'a> BuiltinTools<'a> {
 
     /// The definitions sent to the model.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.names().into_iter().map(|name| definition(name, self.description(name))).collect()
+    }
+
+    /// [`BuiltinTools::definitions`] as sent. Those in the app's own wording were written out
+    /// once for the process; only a person's own wording is written for the turn.
+    pub fn encoded(&self) -> EncodedTools {
         self.names()
             .into_iter()
-            .map(|name| ToolDefinition {
-                name: name.to_owned(),
-                description: Some(self.description(name)),
-                parameters: parameters(name),
+            .map(|name| match self.descriptions.get(name) {
+                Some(own) => EncodedTool::new(&definition(name, own.clone())),
+                None => in_app_wording(name),
             })
             .collect()
     }
@@ -310,6 +316,30 @@ impl Outcome {
     fn unknown(name: &str) -> Self {
         Outcome::failed(format!("There is no tool named `{name}` in this turn; answer without it."))
     }
+}
+
+fn definition(name: &str, description: String) -> ToolDefinition {
+    ToolDefinition {
+        name: name.to_owned(),
+        description: Some(description),
+        parameters: parameters(name),
+    }
+}
+
+/// An app tool's definition in the app's own wording, written out the first time it is asked for.
+fn in_app_wording(name: &str) -> EncodedTool {
+    static WRITTEN: LazyLock<HashMap<&str, EncodedTool>> = LazyLock::new(|| {
+        APP_TOOLS
+            .into_iter()
+            .map(|name| {
+                let description = default_description(name).unwrap_or_default().to_owned();
+                (name, EncodedTool::new(&definition(name, description)))
+            })
+            .collect()
+    });
+    WRITTEN.get(name).cloned().unwrap_or_else(|| {
+        EncodedTool::new(&definition(name, default_description(name).unwrap_or_default().into()))
+    })
 }
 
 fn parameters(name: &str) -> Value {
@@ -866,5 +896,10 @@ mod tests {
         assert_eq!(definitions[1].description.as_deref(), Some("Open a link."));
         assert_eq!(definitions[0].description.as_deref(), default_description(CURRENT_DATE));
         assert_eq!(definitions[1].parameters["required"], json!(["url"]));
+        let as_sent: EncodedTools = definitions.iter().map(EncodedTool::new).collect();
+        assert_eq!(tools.encoded(), as_sent, "the kept wording is the same as written now");
+        tools.descriptions.clear();
+        let as_sent: EncodedTools = tools.definitions().iter().map(EncodedTool::new).collect();
+        assert_eq!(tools.encoded(), as_sent);
     }
 }
