@@ -238,15 +238,25 @@ impl NetClient {
     /// `user:password@` out of the URL into a Basic `Authorization` header, after which the
     /// policy's "no userinfo" rule could no longer be applied.
     pub fn request(&self, method: Method, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
-        let settings = &self.inner.settings;
         let parsed = Url::parse(url).map_err(|err| NetError::Refused {
             url: "(unparseable URL)".to_owned(),
             reason: Refusal::Unparseable { problem: err.to_string() },
         })?;
-        if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &parsed) {
-            return Err(NetError::Refused { url: redact(&parsed), reason });
+        self.request_url(method, parsed)
+    }
+
+    /// [`NetClient::request`] to a URL parsed already, for a caller that sends to the same
+    /// address again and again (a provider's chat endpoint). Decided on the same way.
+    pub fn request_url(
+        &self,
+        method: Method,
+        url: Url,
+    ) -> Result<reqwest::RequestBuilder, NetError> {
+        let settings = &self.inner.settings;
+        if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &url) {
+            return Err(NetError::Refused { url: redact(&url), reason });
         }
-        Ok(self.inner.manual.request(method, parsed))
+        Ok(self.inner.manual.request(method, url))
     }
 
     /// Starts a GET request; send it with [`NetClient::send`].

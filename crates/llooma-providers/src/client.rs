@@ -27,7 +27,8 @@ const ERROR_BODY_BYTES: usize = 8 * 1024;
 pub struct ProviderClient {
     net: NetClient,
     config: ProviderConfig,
-    chat_url: String,
+    /// Parsed once: every turn sends to it.
+    chat_url: Url,
     models_url: String,
 }
 
@@ -58,12 +59,10 @@ impl ProviderClient {
             bearer(key)?;
         }
         let base = base.as_str().trim_end_matches('/').to_owned();
-        Ok(Self {
-            net,
-            chat_url: format!("{base}/chat/completions"),
-            models_url: format!("{base}/models"),
-            config,
-        })
+        let chat_url = Url::parse(&format!("{base}/chat/completions")).map_err(|err| {
+            ProviderError::InvalidBaseUrl { problem: format!("not a URL: {err}") }
+        })?;
+        Ok(Self { net, chat_url, models_url: format!("{base}/models"), config })
     }
 
     /// The most tools one request may offer (from [`ProviderConfig::max_tools_per_request`]).
@@ -90,7 +89,7 @@ impl ProviderClient {
         let body = wire::request_body(request, self.config.request_usage);
         let builder = self
             .net
-            .post(&self.chat_url)
+            .request_url(http::Method::POST, self.chat_url.clone())
             .map_err(|err| from_net(err, Phase::Send))?
             .headers(self.headers()?)
             .header(header::CONTENT_TYPE, "application/json")
@@ -98,7 +97,7 @@ impl ProviderClient {
             .body(body);
         let deadline = Instant::now() + self.config.timeouts.first_byte;
         tracing::debug!(url = %self.chat_url, model = %request.model, tools = request.tools.len(), "chat request");
-        let response = self.send(builder, &self.chat_url, deadline).await?;
+        let response = self.send(builder, self.chat_url.as_str(), deadline).await?;
         let mut stream = ChatStream {
             response,
             decoder: SseDecoder::default(),
@@ -106,7 +105,7 @@ impl ProviderClient {
             pending: VecDeque::new(),
             first_byte_deadline: Some(deadline),
             timeouts: self.config.timeouts,
-            url: self.chat_url.clone(),
+            url: self.chat_url.to_string(),
             key: self.config.api_key.clone(),
             state: StreamState::Reading,
         };
