@@ -1,17 +1,21 @@
 //! [`NetClient`]: the policy-enforcing client, its builder, and capped responses.
 
 use std::fmt;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use llooma_policy::{Decision, OutboundPolicy, Purpose, Refusal};
 use reqwest::{Method, StatusCode};
 use tokio::time::Instant;
 use url::Url;
 
-use crate::error::{NetError, RedirectProblem, RedirectRefused, from_reqwest, redact};
+use tokio_rustls::TlsConnector;
+
+use crate::connection::{Connector, Exchange, Failure};
+use crate::error::{NetError, RedirectProblem, RedirectRefused, redact};
 use crate::guard::GuardLayer;
 use crate::redirect::{check_hop, raw_policy, same_origin};
 use crate::resolver::{PolicyResolver, Resolver, SystemResolver};
@@ -122,12 +126,27 @@ impl NetClientBuilder {
             ))?
             .build()
             .map_err(NetError::Build)?;
-        // NetClient::send follows redirects itself so it can drop any configured auth header.
-        let manual = self
-            .reqwest_builder(reqwest::redirect::Policy::none())?
-            .build()
-            .map_err(NetError::Build)?;
-        Ok(NetClient { inner: Arc::new(Inner { raw, manual, settings: self }) })
+        // NetClient::send follows redirects itself (so it can drop any configured auth header),
+        // on connections it drives in the reading task (`connection.rs`).
+        let user_agent = HeaderValue::from_str(&self.user_agent).map_err(|_| {
+            NetError::Tls(format!("the User-Agent {:?} is not a header value", self.user_agent))
+        })?;
+        let connector = Connector {
+            resolver: PolicyResolver {
+                resolver: Arc::clone(&self.resolver),
+                policy: Arc::clone(&self.policy),
+                purpose: self.purpose,
+            },
+            policy: Arc::clone(&self.policy),
+            purpose: self.purpose,
+            tls: TlsConnector::from(Arc::new(tls::client_config()?)),
+            connect_timeout: self.connect_timeout,
+            user_agent,
+            kept: self.idle_pooling.then(Mutex::default),
+        };
+        Ok(NetClient {
+            inner: Arc::new(Inner { raw, connector: Arc::new(connector), settings: self }),
+        })
     }
 
     fn reqwest_builder(
@@ -174,8 +193,8 @@ pub struct NetClient {
 struct Inner {
     /// Follows redirects by itself (checked hop by hop); handed to libraries.
     raw: reqwest::Client,
-    /// Follows no redirects; [`NetClient::send`] does it.
-    manual: reqwest::Client,
+    /// What [`NetClient::send`] sends on; it follows redirects itself.
+    connector: Arc<Connector>,
     settings: NetClientBuilder,
 }
 
@@ -256,7 +275,8 @@ impl NetClient {
         if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &url) {
             return Err(NetError::Refused { url: redact(&url), reason });
         }
-        Ok(self.inner.manual.request(method, url))
+        // Only a description of the request: `send` writes it on its own connection.
+        Ok(self.inner.raw.request(method, url))
     }
 
     /// Starts a GET request; send it with [`NetClient::send`].
@@ -273,7 +293,7 @@ impl NetClient {
     pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<NetResponse, NetError> {
         let request = request.build().map_err(|source| NetError::Request {
             url: source.url().map(redact).unwrap_or_else(|| "(unparseable URL)".to_owned()),
-            source,
+            source: source.into(),
         })?;
         self.execute(request).await
     }
@@ -281,38 +301,44 @@ impl NetClient {
     /// Sends a request, following redirects hop by hop.
     pub async fn execute(&self, request: reqwest::Request) -> Result<NetResponse, NetError> {
         let settings = &self.inner.settings;
-        let deadline = settings.total_timeout.map(|t| Instant::now() + t);
+        let started = Instant::now();
+        // One deadline for the whole exchange, redirects and body included.
+        let deadline = [settings.total_timeout, request.timeout().copied()]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|timeout| started + timeout);
         let mut request = request;
         let mut hop = 0;
         loop {
             let url = request.url().clone();
-            // The connector checks again; deciding here first gives a clean error and spares
-            // building a connection for a URL that can never be reached.
+            // Decided on for every hop, before any connection: IP-literal hosts are refused
+            // here; names are checked address by address when connecting.
             if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &url) {
                 return Err(NetError::Refused { url: redact(&url), reason });
-            }
-            if let Some(deadline) = deadline {
-                let remaining = deadline.saturating_duration_since(Instant::now());
-                if remaining.is_zero() {
-                    return Err(NetError::Timeout { url: redact(&url) });
-                }
-                // One deadline for the whole exchange, redirects and body included.
-                *request.timeout_mut() = Some(remaining);
             }
             let replay = request.try_clone();
             let method = request.method().clone();
             let headers = request.headers().clone();
-            let response =
-                self.inner.manual.execute(request).await.map_err(|err| from_reqwest(err, &url))?;
+            let sending = self.inner.connector.send(request);
+            let answered = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, sending).await {
+                    Ok(answered) => answered,
+                    Err(_) => return Err(NetError::Timeout { url: redact(&url) }),
+                },
+                None => sending.await,
+            };
+            let exchange = answered.map_err(|failure| from_failure(failure, &url))?;
 
-            let status = response.status();
-            let location = response
-                .headers()
+            let status = exchange.head.status;
+            let location = exchange
+                .head
+                .headers
                 .get(header::LOCATION)
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned);
             let (true, Some(location)) = (is_followed_redirect(status), location) else {
-                return Ok(NetResponse::new(response, settings.max_response_bytes));
+                return Ok(NetResponse::new(exchange, url, settings, deadline));
             };
             let next = url.join(&location).map_err(|_| RedirectRefused {
                 from: redact(&url),
@@ -328,7 +354,8 @@ impl NetClient {
                 hop,
                 settings.max_redirects,
             )?;
-            drop(response);
+            // Its body unread, the connection closes with it.
+            drop(exchange);
 
             let mut next_request = if changes_to_get(status, &method) {
                 let mut get = reqwest::Request::new(
@@ -362,6 +389,17 @@ impl NetClient {
     }
 }
 
+/// The error for a request that got no response.
+fn from_failure(failure: Failure, url: &Url) -> NetError {
+    let url = redact(url);
+    match failure {
+        Failure::Refused(reason) => NetError::Refused { url, reason },
+        Failure::ConnectTimeout => NetError::Timeout { url },
+        Failure::Connect(source) => NetError::Connect { url, source },
+        Failure::Exchange(source) => NetError::Request { url, source },
+    }
+}
+
 /// The redirect statuses that carry a `Location` to follow.
 fn is_followed_redirect(status: StatusCode) -> bool {
     matches!(
@@ -389,28 +427,55 @@ fn strip_credentials(headers: &mut HeaderMap, configured: &[HeaderName]) {
     }
 }
 
-/// A response whose body can only be read up to the client's cap.
-#[derive(Debug)]
+/// A response whose body can only be read up to the client's cap, and within the client's
+/// total and read timeouts.
 pub struct NetResponse {
-    response: reqwest::Response,
+    exchange: Box<Exchange>,
     url: Url,
     limit: u64,
     received: u64,
+    deadline: Option<Instant>,
+    read_timeout: Option<Duration>,
+    /// The timer for those two, made once for the response and moved on.
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl fmt::Debug for NetResponse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NetResponse")
+            .field("status", &self.exchange.head.status)
+            .field("url", &self.url.as_str())
+            .field("received", &self.received)
+            .finish_non_exhaustive()
+    }
 }
 
 impl NetResponse {
-    fn new(response: reqwest::Response, limit: u64) -> Self {
-        Self { url: response.url().clone(), response, limit, received: 0 }
+    fn new(
+        exchange: Box<Exchange>,
+        url: Url,
+        settings: &NetClientBuilder,
+        deadline: Option<Instant>,
+    ) -> Self {
+        Self {
+            exchange,
+            url,
+            limit: settings.max_response_bytes,
+            received: 0,
+            deadline,
+            read_timeout: settings.read_timeout,
+            timer: None,
+        }
     }
 
     /// The status code.
     pub fn status(&self) -> StatusCode {
-        self.response.status()
+        self.exchange.head.status
     }
 
     /// The response headers.
     pub fn headers(&self) -> &HeaderMap {
-        self.response.headers()
+        &self.exchange.head.headers
     }
 
     /// The URL that answered, after redirects.
@@ -424,7 +489,32 @@ impl NetResponse {
         if self.received > self.limit {
             return Err(self.too_large());
         }
-        let chunk = self.response.chunk().await.map_err(|err| from_reqwest(err, &self.url))?;
+        let wait_until = match (self.deadline, self.read_timeout) {
+            (deadline, Some(read)) => {
+                Some(deadline.map_or(Instant::now() + read, |d| d.min(Instant::now() + read)))
+            }
+            (deadline, None) => deadline,
+        };
+        let chunk = match wait_until {
+            None => self.exchange.chunk().await,
+            Some(until) => {
+                let timer = match &mut self.timer {
+                    Some(timer) => {
+                        if timer.deadline() != until {
+                            timer.as_mut().reset(until);
+                        }
+                        timer
+                    }
+                    None => self.timer.insert(Box::pin(tokio::time::sleep_until(until))),
+                };
+                tokio::select! {
+                    biased;
+                    chunk = self.exchange.chunk() => chunk,
+                    () = timer.as_mut() => return Err(NetError::Timeout { url: redact(&self.url) }),
+                }
+            }
+        };
+        let chunk = chunk.map_err(|source| NetError::Request { url: redact(&self.url), source })?;
         let Some(chunk) = chunk else {
             return Ok(None);
         };
@@ -435,10 +525,18 @@ impl NetResponse {
         Ok(Some(chunk))
     }
 
+    /// The length the server announced (`Content-Length`), if any.
+    fn content_length(&self) -> Option<u64> {
+        self.headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.trim().parse().ok())
+    }
+
     /// The whole body, if it fits under the cap. A `Content-Length` over the cap fails before
     /// anything is read.
     pub async fn bytes(mut self) -> Result<Bytes, NetError> {
-        let announced = self.response.content_length();
+        let announced = self.content_length();
         if announced.is_some_and(|len| len > self.limit) {
             return Err(self.too_large());
         }

@@ -37,14 +37,23 @@ pub enum NetError {
         /// The URL (without query or fragment).
         url: String,
     },
-    /// The request could not be made or the response could not be read.
+    /// No connection could be made: the name did not resolve, or TCP or TLS failed.
+    #[error("could not connect to {url}: {source}")]
+    Connect {
+        /// The URL (without query or fragment).
+        url: String,
+        /// Why, as the resolver, the socket or TLS reported it.
+        #[source]
+        source: Box<dyn StdError + Send + Sync>,
+    },
+    /// The request could not be sent or the response could not be read.
     #[error("request to {url} failed: {source}")]
     Request {
         /// The URL (without query or fragment).
         url: String,
-        /// What reqwest reported.
+        /// What the HTTP library reported.
         #[source]
-        source: reqwest::Error,
+        source: Box<dyn StdError + Send + Sync>,
     },
     /// The client could not be built (TLS setup failed, usually).
     #[error("could not build the outbound HTTP client: {0}")]
@@ -147,15 +156,4 @@ pub(crate) fn redact(url: &Url) -> String {
     let _ = url.set_username("");
     let _ = url.set_password(None);
     url.to_string()
-}
-
-/// Maps an error from reqwest, putting policy refusals and timeouts first.
-pub(crate) fn from_reqwest(err: reqwest::Error, url: &Url) -> NetError {
-    if let Some(refusal) = find_in_chain::<PolicyRefusal>(&err) {
-        return NetError::Refused { url: redact(url), reason: refusal.reason.clone() };
-    }
-    if err.is_timeout() {
-        return NetError::Timeout { url: redact(url) };
-    }
-    NetError::Request { url: redact(url), source: err }
 }

@@ -1,9 +1,14 @@
 //! The one outbound HTTP client of Llooma. It enforces the decisions of `llooma-policy`.
 //!
+//! Two transports, one policy: [`NetClient::send`] writes requests on HTTP/1 connections it
+//! drives in the reading task (`connection.rs`: a model's stream costs no hand-off between
+//! tasks per chunk), and [`NetClient::reqwest_client`] is a reqwest client for libraries (rmcp).
+//!
 //! Where each rule is enforced, and why there:
-//! - **Every connection** goes through a connector layer ([`NetClient::reqwest_client`] included)
-//!   that decides on the destination's scheme, host and port before any socket is opened. This
-//!   is the only place that sees IP-literal hosts: reqwest never asks a resolver about them.
+//! - **Every destination** is decided on before any socket is opened: for `send`, the URL of
+//!   every hop (IP-literal hosts included); for the reqwest client, a connector layer, the only
+//!   place that sees IP-literal hosts there (reqwest never asks a resolver about them). Once
+//!   connected, the peer's address is checked again.
 //! - **Every host name** is resolved through a checking wrapper around the [`Resolver`]: each
 //!   address is checked and exactly the checked addresses go to the connector, so the
 //!   connection is pinned to what was checked and no second lookup can rebind it.
@@ -21,6 +26,7 @@
 
 mod check;
 mod client;
+mod connection;
 mod error;
 mod guard;
 mod redirect;

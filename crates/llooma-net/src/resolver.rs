@@ -58,31 +58,63 @@ impl Resolve for PolicyResolver {
         let this = self.clone();
         let host = name.as_str().to_owned();
         Box::pin(async move {
-            let ips = this.resolver.lookup(&host).await?;
-            if ips.is_empty() {
-                return Err(NoAddresses { host }.into());
-            }
-            // One blocked address refuses the whole name: a name that mixes public and private
-            // addresses is either misconfigured or an attack, and connecting to "the public
-            // one" would depend on the order the connector tries them in.
-            for ip in &ips {
-                if let Decision::Refused { reason } =
-                    this.policy.decide_resolved(this.purpose, &host, *ip)
-                {
-                    tracing::warn!(
-                        purpose = %this.purpose,
-                        %host,
-                        %ip,
-                        "outbound connection refused: {reason}"
-                    );
-                    // Not `Box::new(..).into()`: that would box the box, and the refusal could
-                    // no longer be found by downcasting in the error chain.
-                    return Err(PolicyRefusal { reason }.into());
-                }
-            }
+            let ips = this.checked_addresses(&host).await.map_err(Unresolved::into_boxed)?;
             // Port 0 tells reqwest to use the URL's port (or the scheme's default).
             let addrs: Addrs = Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
             Ok(addrs)
         })
+    }
+}
+
+/// Why a name gave no address to connect to.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Unresolved {
+    /// The lookup failed.
+    #[error(transparent)]
+    Lookup(#[from] io::Error),
+    /// It answered nothing.
+    #[error(transparent)]
+    NoAddresses(#[from] NoAddresses),
+    /// An address it answered is one the policy refuses.
+    #[error(transparent)]
+    Refused(#[from] PolicyRefusal),
+}
+
+impl Unresolved {
+    /// The error itself, boxed: the refusal stays findable by downcasting in reqwest's chain
+    /// (a transparent wrapper would hide it).
+    fn into_boxed(self) -> Box<dyn std::error::Error + Send + Sync> {
+        match self {
+            Unresolved::Lookup(err) => err.into(),
+            Unresolved::NoAddresses(err) => err.into(),
+            Unresolved::Refused(err) => err.into(),
+        }
+    }
+}
+
+impl PolicyResolver {
+    /// Resolves `host` once and checks every address: exactly these may be connected to.
+    pub(crate) async fn checked_addresses(&self, host: &str) -> Result<Vec<IpAddr>, Unresolved> {
+        let ips = self.resolver.lookup(host).await?;
+        if ips.is_empty() {
+            return Err(NoAddresses { host: host.to_owned() }.into());
+        }
+        // One blocked address refuses the whole name: a name that mixes public and private
+        // addresses is either misconfigured or an attack, and connecting to "the public one"
+        // would depend on the order the connector tries them in.
+        for ip in &ips {
+            if let Decision::Refused { reason } =
+                self.policy.decide_resolved(self.purpose, host, *ip)
+            {
+                tracing::warn!(
+                    purpose = %self.purpose,
+                    %host,
+                    %ip,
+                    "outbound connection refused: {reason}"
+                );
+                return Err(PolicyRefusal { reason }.into());
+            }
+        }
+        Ok(ips)
     }
 }

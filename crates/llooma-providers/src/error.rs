@@ -243,11 +243,11 @@ pub(crate) fn from_net(err: NetError, phase: Phase) -> ProviderError {
                     .to_owned(),
             },
         },
-        NetError::Request { url, source } if phase == Phase::Send && source.is_connect() => {
-            ProviderError::Unreachable { url, detail: root_cause(&source) }
+        NetError::Connect { url, source } => {
+            ProviderError::Unreachable { url, detail: root_cause(source.as_ref()) }
         }
         NetError::Request { source, .. } if phase == Phase::Body => {
-            ProviderError::StreamInterrupted { detail: root_cause(&source) }
+            ProviderError::StreamInterrupted { detail: root_cause(source.as_ref()) }
         }
         other => ProviderError::Network(other),
     }

@@ -166,6 +166,105 @@ async fn allow_listed_name_connects_to_the_address_it_resolved_to() {
 }
 
 #[tokio::test]
+async fn requests_in_a_row_share_one_connection_and_each_is_answered_whole() {
+    let server = Server::start().await;
+    let net = client(policy(None, Some(&server.origin())), Purpose::Fetch);
+    for _ in 0..3 {
+        assert_eq!(fetch(&net, &server.url("/")).await.unwrap().text().await.unwrap(), "hello");
+    }
+    let big = fetch(&net, &server.url("/big")).await.unwrap().bytes().await.unwrap();
+    assert_eq!(big.len(), 1024 * 1024);
+    assert_eq!(fetch(&net, &server.url("/")).await.unwrap().text().await.unwrap(), "hello");
+    assert_eq!(server.connections(), 1, "the connection is kept between requests");
+    // A response dropped before its end takes its connection with it: the next gets a new one.
+    let mut endless = fetch(&net, &server.url("/endless")).await.unwrap();
+    assert!(endless.chunk().await.unwrap().is_some());
+    drop(endless);
+    assert_eq!(fetch(&net, &server.url("/")).await.unwrap().text().await.unwrap(), "hello");
+    assert_eq!(server.connections(), 2);
+    let seen = server.requests();
+    let first = &seen[0].headers;
+    assert_eq!(first.get("host").unwrap().to_str().unwrap(), server.addr.to_string());
+    assert!(first.get("user-agent").unwrap().to_str().unwrap().starts_with("llooma/"));
+    assert_eq!(first.get("accept").unwrap(), "*/*");
+}
+
+/// A server written by hand that gives every request `answer`, on kept-alive connections. With
+/// `close_after`, it closes each connection that long after answering, without a word: what a
+/// load balancer does to idle connections.
+async fn raw_server(
+    answer: &'static str,
+    close_after: Option<Duration>,
+) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                loop {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match socket.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => request.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    // One write: the body's end arrives with its last bytes.
+                    socket.write_all(answer.as_bytes()).await.unwrap();
+                    if let Some(after) = close_after {
+                        tokio::time::sleep(after).await;
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+const HELLO: &str = "HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello";
+
+#[tokio::test]
+async fn a_kept_connection_the_server_closed_meanwhile_is_not_reused() {
+    let (addr, accepted) = raw_server(HELLO, Some(Duration::from_millis(50))).await;
+    let origin = format!("http://{addr}");
+    let net = client(policy(None, Some(&origin)), Purpose::Fetch);
+    for _ in 0..3 {
+        let answer = fetch(&net, &format!("{origin}/")).await.unwrap().text().await.unwrap();
+        assert_eq!(answer, "hello");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+/// A model's stream is read up to its own end marker, and the response dropped there, before
+/// the chunked body's terminator is read: the connection is still kept when the terminator had
+/// arrived with the rest.
+#[tokio::test]
+async fn a_response_dropped_after_its_last_bytes_arrived_keeps_its_connection() {
+    let (addr, accepted) = raw_server(
+        "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+         e\r\ndata: [DONE]\n\n\r\n0\r\n\r\n",
+        None,
+    )
+    .await;
+    let origin = format!("http://{addr}");
+    let net = client(policy(None, Some(&origin)), Purpose::Fetch);
+    for _ in 0..3 {
+        let mut stream = fetch(&net, &format!("{origin}/")).await.unwrap();
+        assert_eq!(stream.chunk().await.unwrap().unwrap(), "data: [DONE]\n\n");
+        drop(stream);
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
 async fn redirect_to_a_private_address_is_refused() {
     let entry = Server::start().await;
     let inside = Server::start().await;
@@ -469,7 +568,7 @@ async fn https_is_verified_against_the_system_store_and_negotiates_http1() {
 
     let net = client(policy(None, Some(&origin)), Purpose::Fetch);
     let err = fetch(&net, &format!("{origin}/")).await.unwrap_err();
-    assert!(matches!(err, NetError::Request { .. }), "{err:?}");
+    assert!(matches!(err, NetError::Connect { .. }), "{err:?}");
     assert!(format!("{err:?}").contains("UnknownIssuer"), "not a certificate error: {err:?}");
     assert!(server.alpn().is_empty());
 

@@ -1,0 +1,468 @@
+//! How [`NetClient::send`](crate::NetClient::send) reaches a server: HTTP/1 connections of its
+//! own, each driven by the task that reads its response, and kept per client for reuse.
+//!
+//! Why not reqwest's pool: it drives every connection in a task of its own and hands each piece
+//! of a body to the reader across a channel. For a model's streamed answer most chunks then
+//! woke the runtime's other worker (gdb on a plain turn: about 6 of its 8 wake-ups), and a turn
+//! cost 14% more CPU on two workers than on one. Here the reader polls the connection itself,
+//! in the same poll as the body ([`Exchange::chunk`]): the socket is read and the chunk handed
+//! over in one task.
+//!
+//! The policy holds exactly as on the reqwest path (tests/it drive both):
+//! - the URL, IP-literal hosts included, is decided on before anything
+//!   ([`NetClient::execute`](crate::NetClient::execute), on every hop);
+//! - a host name is resolved once and every address checked
+//!   ([`PolicyResolver::checked_addresses`]); only those addresses are connected to, so no
+//!   second lookup can rebind the name;
+//! - once connected, the peer's address is checked again ([`OutboundPolicy::allows_peer`]);
+//! - no proxy; TLS with the process's one configuration ([`crate::tls`]);
+//! - a kept connection is reused only for the same scheme, host and port, as reqwest's pool.
+
+use std::future::{Future, poll_fn};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http_body::Body as _;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper_util::rt::TokioIo;
+use llooma_policy::{OutboundPolicy, Purpose, Refusal};
+use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use url::{Position, Url};
+
+use crate::resolver::{PolicyResolver, Unresolved};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// How long a kept connection may sit unused before it is closed instead of reused (reqwest's
+/// default). A server may close it sooner; that is found out before it is used again.
+const KEPT_FOR: Duration = Duration::from_secs(90);
+/// Most unused connections a client keeps (a busy instance streams from one provider on many at
+/// once; reqwest keeps any number).
+const MOST_KEPT: usize = 256;
+
+/// Why a request got no response.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The policy refused an address the name resolved to, or the connected peer.
+    Refused(Refusal),
+    /// Connecting (TCP and TLS) took longer than the client allows.
+    ConnectTimeout,
+    /// No connection could be made: resolving, TCP or TLS failed.
+    Connect(BoxError),
+    /// The connection failed during the exchange, or the request could not be written.
+    Exchange(BoxError),
+}
+
+/// What opens connections for one client, and keeps them between requests.
+pub(crate) struct Connector {
+    pub(crate) resolver: PolicyResolver,
+    pub(crate) policy: Arc<OutboundPolicy>,
+    pub(crate) purpose: Purpose,
+    pub(crate) tls: TlsConnector,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) user_agent: HeaderValue,
+    /// Unused connections; `None` when the client keeps none.
+    pub(crate) kept: Option<Mutex<Vec<Kept>>>,
+}
+
+/// Where a connection goes: a kept one is reused only for the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Destination {
+    https: bool,
+    host: String,
+    port: u16,
+}
+
+impl Destination {
+    fn of(url: &Url) -> Result<Self, Failure> {
+        let https = match url.scheme() {
+            "https" => true,
+            "http" => false,
+            other => return Err(Failure::Connect(format!("scheme {other} is not HTTP").into())),
+        };
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return Err(Failure::Connect("the URL has no host".into()));
+        };
+        Ok(Destination { https, host: host.to_owned(), port })
+    }
+}
+
+/// An open connection: the handle that sends on it, and the state machine that drives it.
+struct Open {
+    to: Destination,
+    sender: SendRequest<Full<Bytes>>,
+    connection: Connection<TokioIo<Socket>, Full<Bytes>>,
+}
+
+/// A connection not in use, and since when.
+pub(crate) struct Kept {
+    open: Open,
+    since: Instant,
+}
+
+impl Open {
+    /// Whether it can carry another request: it is polled once, without waiting, so that a
+    /// close (or anything else) the server sent while it sat unused is read now.
+    fn still_usable(&mut self) -> bool {
+        let mut cx = Context::from_waker(Waker::noop());
+        if Pin::new(&mut self.connection).poll(&mut cx).is_ready() {
+            return false;
+        }
+        !self.sender.is_closed() && self.sender.is_ready()
+    }
+}
+
+impl Connector {
+    fn kept(&self) -> Option<std::sync::MutexGuard<'_, Vec<Kept>>> {
+        self.kept.as_ref().map(|kept| kept.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// A kept connection to `to` that is still open, if any.
+    fn reuse(&self, to: &Destination) -> Option<Open> {
+        let mut kept = self.kept()?;
+        let now = Instant::now();
+        kept.retain(|k| now.duration_since(k.since) < KEPT_FOR);
+        while let Some(index) = kept.iter().rposition(|k| k.open.to == *to) {
+            let mut open = kept.swap_remove(index).open;
+            if open.still_usable() {
+                return Some(open);
+            }
+        }
+        None
+    }
+
+    /// Keeps a connection whose exchange ended cleanly, for the next request to its origin.
+    fn keep(&self, open: Open) {
+        if let Some(mut kept) = self.kept() {
+            if kept.len() >= MOST_KEPT {
+                kept.remove(0); // the longest unused
+            }
+            kept.push(Kept { open, since: Instant::now() });
+        }
+    }
+
+    /// Sends `request` and waits for the response's head. The body is read from the returned
+    /// [`Exchange`], which drives the connection meanwhile.
+    pub(crate) async fn send(
+        self: &Arc<Self>,
+        request: reqwest::Request,
+    ) -> Result<Box<Exchange>, Failure> {
+        let to = Destination::of(request.url())?;
+        let mut head = self.head(request)?;
+        if let Some(open) = self.reuse(&to) {
+            match open.send(head).await {
+                Attempt::Answered(exchange) => return Ok(self.exchange(exchange)),
+                Attempt::Failed(failure) => return Err(failure),
+                // The server closed it as the request went out: a new connection takes it.
+                Attempt::Unwritten(again) => head = again,
+            }
+        }
+        let open = self.connect(to).await?;
+        match open.send(head).await {
+            Attempt::Answered(exchange) => Ok(self.exchange(exchange)),
+            Attempt::Failed(failure) => Err(failure),
+            Attempt::Unwritten(_) => Err(Failure::Exchange(
+                "the server closed the new connection before the request was sent".into(),
+            )),
+        }
+    }
+
+    fn exchange(self: &Arc<Self>, mut exchange: Box<Exchange>) -> Box<Exchange> {
+        exchange.connector = Some(Arc::clone(self));
+        exchange
+    }
+
+    /// The request as written on the connection: origin-form target, `Host`, and the headers
+    /// reqwest would add (`User-Agent`, `Accept`).
+    fn head(&self, request: reqwest::Request) -> Result<http::Request<Full<Bytes>>, Failure> {
+        let url = request.url();
+        let target = &url[Position::BeforePath..Position::AfterQuery];
+        let host = match url.port() {
+            Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+            None => url.host_str().unwrap_or_default().to_owned(),
+        };
+        let body = match request.body() {
+            None => Bytes::new(),
+            Some(body) => match body.as_bytes() {
+                Some(bytes) => Bytes::copy_from_slice(bytes),
+                None => return Err(Failure::Exchange("a streamed request body".into())),
+            },
+        };
+        let mut head = http::Request::builder()
+            .method(request.method().clone())
+            .uri(target)
+            .body(Full::new(body))
+            .map_err(|err| Failure::Exchange(err.into()))?;
+        let mut headers = request.headers().clone();
+        let host = HeaderValue::from_str(&host).map_err(|err| Failure::Exchange(err.into()))?;
+        headers.insert(header::HOST, host);
+        if !headers.contains_key(header::USER_AGENT) {
+            headers.insert(header::USER_AGENT, self.user_agent.clone());
+        }
+        if !headers.contains_key(header::ACCEPT) {
+            headers.insert(header::ACCEPT, HeaderValue::from_static("*/*"));
+        }
+        *head.headers_mut() = headers;
+        Ok(head)
+    }
+
+    /// A new connection to `to`, to an address the policy allows.
+    async fn connect(&self, to: Destination) -> Result<Open, Failure> {
+        let connecting = async {
+            let socket = self.tcp(&to).await?;
+            let socket = if to.https {
+                let name = ServerName::try_from(to.host.trim_matches(['[', ']']).to_owned())
+                    .map_err(|err| Failure::Connect(err.into()))?;
+                let tls = self
+                    .tls
+                    .connect(name, socket)
+                    .await
+                    .map_err(|err| Failure::Connect(err.into()))?;
+                Socket::Tls(Box::new(tls))
+            } else {
+                Socket::Plain(socket)
+            };
+            let (sender, connection) = http1::handshake(TokioIo::new(socket))
+                .await
+                .map_err(|err| Failure::Connect(err.into()))?;
+            Ok(Open { to, sender, connection })
+        };
+        tokio::time::timeout(self.connect_timeout, connecting)
+            .await
+            .unwrap_or(Err(Failure::ConnectTimeout))
+    }
+
+    /// A TCP connection to the first address of the host that answers; every address was
+    /// checked, and the peer is checked again once connected.
+    async fn tcp(&self, to: &Destination) -> Result<TcpStream, Failure> {
+        let ips = match literal_ip(&to.host) {
+            // An IP literal was decided on with the URL (`NetClient::execute`).
+            Some(ip) => vec![ip],
+            None => self.resolver.checked_addresses(&to.host).await.map_err(|err| match err {
+                Unresolved::Refused(refusal) => Failure::Refused(refusal.reason),
+                other => Failure::Connect(other.into()),
+            })?,
+        };
+        let mut last = None;
+        for ip in ips {
+            match TcpStream::connect(SocketAddr::new(ip, to.port)).await {
+                Ok(stream) => {
+                    self.check_peer(&stream)?;
+                    // Small writes (a request, its end) go out at once, as reqwest sets it.
+                    stream.set_nodelay(true).map_err(|err| Failure::Connect(err.into()))?;
+                    return Ok(stream);
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(Failure::Connect(
+            last.unwrap_or_else(|| io::Error::other("no address to connect to")).into(),
+        ))
+    }
+
+    /// Defence in depth, as on the reqwest path (`guard.rs`): the connected peer must still be an
+    /// address the policy allows.
+    fn check_peer(&self, stream: &TcpStream) -> Result<(), Failure> {
+        if self.policy.allow_list(self.purpose).is_some() {
+            return Ok(());
+        }
+        let peer = stream.peer_addr().map_err(|err| Failure::Connect(err.into()))?;
+        self.policy.allows_peer(self.purpose, peer.ip()).map_err(Failure::Refused)
+    }
+}
+
+/// `127.0.0.1` or `[::1]` as an address; `None` for a name.
+fn literal_ip(host: &str) -> Option<IpAddr> {
+    host.trim_start_matches('[').trim_end_matches(']').parse().ok()
+}
+
+/// How sending on a connection went.
+enum Attempt {
+    Answered(Box<Exchange>),
+    /// The request was not written (the connection had closed); here it is back.
+    Unwritten(http::Request<Full<Bytes>>),
+    Failed(Failure),
+}
+
+impl Open {
+    /// Writes the request and reads the response's head, driving the connection meanwhile.
+    async fn send(self, request: http::Request<Full<Bytes>>) -> Attempt {
+        let Open { to, mut sender, connection } = self;
+        let mut connection = Some(connection);
+        let mut response = std::pin::pin!(sender.try_send_request(request));
+        let answered = poll_fn(|cx| {
+            if let Some(driven) = &mut connection
+                && Pin::new(driven).poll(cx).is_ready()
+            {
+                // Closed or failed. Dropping it settles the request: answered with the error,
+                // or given back if it was never written.
+                connection = None;
+            }
+            response.as_mut().poll(cx)
+        })
+        .await;
+        match answered {
+            Ok(response) => {
+                let (head, body) = response.into_parts();
+                let open = connection.map(|connection| Open { to, sender, connection });
+                Attempt::Answered(Box::new(Exchange { head, body, open, connector: None }))
+            }
+            // Given back only when nothing of it was written: safe to send again.
+            Err(mut err) => match err.take_message() {
+                Some(request) => Attempt::Unwritten(request),
+                None => Attempt::Failed(Failure::Exchange(err.into_error().into())),
+            },
+        }
+    }
+}
+
+/// A response whose body is still to be read, with the connection it arrives on.
+pub(crate) struct Exchange {
+    pub(crate) head: http::response::Parts,
+    body: Incoming,
+    /// The connection, while it runs; kept for reuse once the body has ended.
+    open: Option<Open>,
+    connector: Option<Arc<Connector>>,
+}
+
+impl Exchange {
+    /// The next piece of the body, `None` at its end. The connection is driven in the same poll.
+    pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, BoxError> {
+        poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, BoxError>> {
+        let mut connection_over = None;
+        if let Some(open) = &mut self.open
+            && let Poll::Ready(result) = Pin::new(&mut open.connection).poll(cx)
+        {
+            // What is left of the body is already in hyper's hands; a failure shows there too.
+            connection_over = Some(result);
+        }
+        if connection_over.is_some() {
+            self.open = None;
+        }
+        loop {
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Poll::Ready(Ok(Some(data)));
+                    }
+                    // Trailers: nothing to read in them.
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    self.open = None;
+                    return Poll::Ready(Err(err.into()));
+                }
+                Poll::Ready(None) => {
+                    if let (Some(open), Some(connector)) = (self.open.take(), &self.connector) {
+                        connector.keep(open);
+                    }
+                    return Poll::Ready(Ok(None));
+                }
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// Bytes of an unread body's rest that a dropped exchange still reads, to keep its connection.
+const REST_READ_ON_DROP: usize = 16 * 1024;
+
+impl Drop for Exchange {
+    /// A reader that stops at its format's own end (a model stream's `[DONE]`) leaves the last
+    /// bytes of the body unread (a chunked body's terminator), though they have usually
+    /// arrived with it. They are read now, without waiting: if that was the end, the
+    /// connection is kept. Otherwise it closes, which is also how a reader that stops early
+    /// (the person pressed Stop) tells the server to stop sending.
+    fn drop(&mut self) {
+        if self.open.is_none() || self.connector.is_none() {
+            return;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut read = 0;
+        while read <= REST_READ_ON_DROP {
+            match self.poll_chunk(&mut cx) {
+                Poll::Ready(Ok(Some(rest))) => read += rest.len(),
+                Poll::Ready(Ok(None) | Err(_)) | Poll::Pending => return,
+            }
+        }
+    }
+}
+
+/// The socket under a connection: TCP, or TLS over it.
+enum Socket {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Socket::Plain(tcp) => tcp.is_write_vectored(),
+            Socket::Tls(tls) => tls.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Socket::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
