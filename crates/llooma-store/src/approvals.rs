@@ -264,9 +264,8 @@ impl Store {
     }
 
     async fn answer_call_row(&self, update: AnswerUpdate<'_>) -> StoreResult<bool> {
-        let (_held, txn) = self.begin().await?;
         // The whole race is this statement: whoever changes the row from 'pending' won.
-        let result = calls::Entity::update_many()
+        let answer = calls::Entity::update_many()
             .col_expr(calls::Column::State, Expr::value(update.state.as_str()))
             .col_expr(calls::Column::AnsweredBy, Expr::value(update.by_session))
             .col_expr(calls::Column::AnsweredAtMs, Expr::value(update.at_ms))
@@ -274,9 +273,20 @@ impl Store {
             .filter(calls::Column::Id.eq(update.call_id))
             .filter(calls::Column::AccountId.eq(update.account_id))
             .filter(calls::Column::State.eq(PENDING))
-            .filter(calls::Column::DeadlineMs.gt(update.at_ms))
-            .exec(&txn)
-            .await?;
+            .filter(calls::Column::DeadlineMs.gt(update.at_ms));
+        if let Some(inline) = &self.inline
+            && !update.remember
+        {
+            // Nothing else to write and no notice to send on SQLite: the one statement, on the
+            // calling thread. Through sea-orm's connection it was a transaction of three
+            // hand-offs to another thread, and a write from a second connection, after which
+            // the hot path's connection read its cached pages from the file again.
+            let statement = answer.build(DbBackend::Sqlite);
+            let changed = inline.run(|conn| crate::inline_orm::execute(conn, &statement)).await?;
+            return Ok(changed == 1);
+        }
+        let (_held, txn) = self.begin().await?;
+        let result = answer.exec(&txn).await?;
         if result.rows_affected != 1 {
             txn.rollback().await?;
             return Ok(false);
