@@ -602,11 +602,14 @@ async fn browser_personas_are_created_edited_and_made_to_forget_and_app_tools_re
     assert_eq!(api.get(&memory).await.json, json!([]));
     browser.wait_live().await;
     browser.type_into(".card.persona textarea[name=prompt]", " Use short sentences.").await;
+    browser.mark_page().await;
     browser.click(".card.persona button.save").await;
     until_api(&mut api, &format!("/api/v1/personas/{persona_id}"), "the prompt", |p| {
         p["prompt"] == "You teach patiently. Use short sentences."
     })
     .await;
+    // A saved change reloads the page; leaving before that reload would be undone by it.
+    browser.wait_new_page().await;
 
     // An app tool reworded on Settings → Prompts, its own page; the next request to the model
     // carries the new words.
