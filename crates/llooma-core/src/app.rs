@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use crate::builtins::{NetPageReader, SearchClients};
 use crate::providers::ProviderClients;
+use crate::snapshot_cache::SnapshotCache;
 use crate::turns::Turns;
 
 /// Everything the application reaches: the database, the approval broker, the MCP client, the
@@ -34,6 +35,8 @@ pub struct App {
     pub(crate) providers: ProviderClients,
     /// The web search client of the configured address, reused across turns and bots.
     pub(crate) searches: SearchClients,
+    /// Stored MCP snapshots, parsed once while their text lasts.
+    pub(crate) snapshots: SnapshotCache,
     /// Turns true when the server is shutting down: streams and background tasks end.
     pub stopping: watch::Receiver<bool>,
 }
@@ -59,6 +62,7 @@ impl App {
             pages: NetPageReader::new(parts.outbound.clone())?,
             searches: SearchClients::new(parts.outbound.clone()),
             providers: ProviderClients::default(),
+            snapshots: SnapshotCache::default(),
             turns: Turns::new(parts.replica_id),
             store: parts.store,
             broker: parts.broker,

@@ -277,7 +277,7 @@ impl App {
     ) -> Result<ConsentView, AppError> {
         let server =
             self.store.mcp_server(account_id, server_id).await?.ok_or(AppError::NotFound)?;
-        let snapshot = crate::mcp_servers::parse_snapshot(&server)?;
+        let snapshot = crate::mcp_servers::parse_snapshot(self, &server)?;
         let tool = snapshot.tools.iter().find(|t| t.name == tool).ok_or_else(|| {
             AppError::invalid("unknown_tool", format!("The server has no tool named `{tool}`."))
         })?;

@@ -29,6 +29,7 @@ pub mod mcp_servers;
 pub mod mcp_watch;
 pub mod providers;
 mod setup;
+mod snapshot_cache;
 pub mod turns;
 
 pub use app::{App, AppParts};

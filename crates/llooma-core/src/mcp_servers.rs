@@ -11,6 +11,7 @@
 //! unchanged stay in use ([`still_consented`]), so no grant outlives its definition.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use llooma_mcp_client::{Snapshot, ToolDef};
 use llooma_store::{Account, McpServer, NewMcpServer, Suspension, ToolSettings};
@@ -127,18 +128,19 @@ fn non_empty(token: Option<Secret>) -> Option<Secret> {
 /// A stored server with its parsed snapshot and group switches.
 pub(crate) struct Loaded {
     server: McpServer,
-    snapshot: Snapshot,
+    snapshot: Arc<Snapshot>,
     switches: GroupSwitches,
 }
 
-pub(crate) fn parse_snapshot(server: &McpServer) -> Result<Snapshot, AppError> {
-    serde_json::from_str(&server.snapshot_json).map_err(|e| {
+/// The server's stored snapshot, parsed (or as parsed before from the same text).
+pub(crate) fn parse_snapshot(app: &App, server: &McpServer) -> Result<Arc<Snapshot>, AppError> {
+    app.snapshots.parse(&server.id, &server.snapshot_json).map_err(|e| {
         AppError::Internal(format!("stored snapshot of server {} unreadable: {e}", server.id))
     })
 }
 
 async fn load(app: &App, server: McpServer) -> Result<Loaded, AppError> {
-    let snapshot = parse_snapshot(&server)?;
+    let snapshot = parse_snapshot(app, &server)?;
     let switches = app.store.mcp_group_switches(&server.id).await?.into_iter().collect();
     Ok(Loaded { server, snapshot, switches })
 }
@@ -420,7 +422,7 @@ impl App {
             self.mcp.forget(id);
         }
         let server = self.owned_server(account_id, id).await?;
-        let snapshot = parse_snapshot(&server)?;
+        let snapshot = parse_snapshot(self, &server)?;
         Ok(server_view(&server, &snapshot))
     }
 
@@ -440,7 +442,7 @@ impl App {
         // No session opened with the old token is used again.
         self.mcp.forget(id);
         let server = self.owned_server(account_id, id).await?;
-        Ok(server_view(&server, &parse_snapshot(&server)?))
+        Ok(server_view(&server, &*parse_snapshot(self, &server)?))
     }
 
     /// Removes one of the account's servers.
@@ -459,7 +461,7 @@ impl App {
         enabled: bool,
     ) -> Result<McpServerDetail, AppError> {
         let server = self.owned_server(account_id, id).await?;
-        let snapshot = parse_snapshot(&server)?;
+        let snapshot = parse_snapshot(self, &server)?;
         let known = group_tools(&tool_names(&snapshot)).iter().any(|g| g.key == group);
         if !known {
             return Err(AppError::invalid(
@@ -522,7 +524,7 @@ impl App {
                 suspension.reason
             )));
         }
-        let old = parse_snapshot(&server)?;
+        let old = parse_snapshot(self, &server)?;
         let token = decrypt_token(self, &server)?;
         let new = self.mcp.snapshot(&server.address, token.as_ref()).await?;
         let (added, removed, changed) = changes(&old, &new);
@@ -538,7 +540,7 @@ impl App {
         // before anything is stored, so a failure here changes nothing.
         let mut loaded = load_account(self, account_id).await?;
         let this = loaded.iter_mut().find(|l| l.server.id == id).ok_or(AppError::NotFound)?;
-        this.snapshot = new.clone();
+        this.snapshot = Arc::new(new.clone());
         let (active, switches) = (this.server.is_active(), this.switches.clone());
         let names = name_table(&loaded, None)?;
         let (groups, tools) = catalogue(id, active, &new, &switches, &names);
@@ -647,7 +649,7 @@ impl App {
     pub async fn all_mcp_servers(&self) -> Result<Vec<AdminMcpServerView>, AppError> {
         let mut views = Vec::new();
         for (server, owner_username) in self.store.admin_list_mcp_servers().await? {
-            let snapshot = parse_snapshot(&server)?;
+            let snapshot = parse_snapshot(self, &server)?;
             let mut view = server_view(&server, &snapshot);
             // Hosted servers often carry a key in the query string: it is the owner's, not the
             // administrators'.
@@ -900,7 +902,7 @@ impl crate::InUseCheck for App {
             else {
                 return Ok(false);
             };
-            let snapshot = parse_snapshot(&server).map_err(|e| unreadable(&e))?;
+            let snapshot = parse_snapshot(self, &server).map_err(|e| unreadable(&e))?;
             Ok(server.is_active()
                 && snapshot.tools.iter().any(|t| t.name == tool_name && t.hash == definition_hash))
         })
