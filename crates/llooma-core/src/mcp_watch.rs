@@ -69,9 +69,8 @@ async fn sweep(
 
     let mut eligible = std::collections::HashSet::new();
     for (server, _) in servers {
-        let reports_changes =
-            serde_json::from_str::<llooma_mcp_client::Snapshot>(&server.snapshot_json)
-                .is_ok_and(|s| s.server.tools_list_changed);
+        let reports_changes = crate::mcp_servers::parse_snapshot(state, &server)
+            .is_ok_and(|s| s.server.tools_list_changed);
         if !server.is_active() || server.snapshot_stale || !reports_changes {
             continue;
         }
