@@ -54,14 +54,15 @@ impl SnapshotCache {
         if let Some((old, _)) = kept.entries.remove(server_id) {
             kept.bytes -= old.len();
         }
+        if json.len() > MAX_BYTES {
+            return Ok(snapshot); // never kept: dropping the others would not make room
+        }
         if kept.entries.len() >= MAX_ENTRIES || kept.bytes + json.len() > MAX_BYTES {
             kept.entries.clear();
             kept.bytes = 0;
         }
-        if json.len() <= MAX_BYTES {
-            kept.bytes += json.len();
-            kept.entries.insert(server_id.to_owned(), (json.to_owned(), snapshot.clone()));
-        }
+        kept.bytes += json.len();
+        kept.entries.insert(server_id.to_owned(), (json.to_owned(), snapshot.clone()));
         Ok(snapshot)
     }
 
@@ -126,6 +127,16 @@ mod tests {
         let cache = SnapshotCache::default();
         assert!(cache.parse("s1", "{not json").is_err());
         assert_eq!(cache.len(), (0, 0));
+    }
+
+    #[test]
+    fn a_text_past_the_bound_is_parsed_but_not_kept_and_drops_nothing() {
+        let cache = SnapshotCache::default();
+        let small = snapshot_json("echo");
+        cache.parse("s1", &small).unwrap();
+        let huge = snapshot_json(&"x".repeat(MAX_BYTES));
+        assert_eq!(cache.parse("s2", &huge).unwrap().tools[0].name.len(), MAX_BYTES);
+        assert_eq!(cache.len(), (1, small.len()));
     }
 
     #[test]
