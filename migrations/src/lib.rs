@@ -7,9 +7,10 @@
 //!   engines, unlike SQLite's text dates);
 //! - secrets are `TEXT` ciphertexts produced by `llooma-vault`, never plaintext.
 //!
-//! Migrations never go down: a mistake is fixed by the next migration. The one exception to
-//! "the same SQL on both" is full-text search (`m0011`, `m0017`, `m0018`), which uses each engine's own
-//! index.
+//! Migrations never go down: a mistake is fixed by the next migration. The exceptions to "the
+//! same SQL on both" are full-text search (`m0011`, `m0017`, `m0018`), which uses each engine's
+//! own index, triggers (each engine's own syntax), and SQLite's own costs (`m0020`: checks
+//! written so SQLite needs no temporary b-tree to run them).
 
 use sea_orm_migration::prelude::*;
 
@@ -33,6 +34,7 @@ mod m0016_messages_in_order;
 mod m0017_search_index_behind;
 mod m0018_search_index_mark;
 mod m0019_history_version;
+mod m0020_checks_without_lists;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -60,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0017_search_index_behind::Migration),
             Box::new(m0018_search_index_mark::Migration),
             Box::new(m0019_history_version::Migration),
+            Box::new(m0020_checks_without_lists::Migration),
         ]
     }
 }
