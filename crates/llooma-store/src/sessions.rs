@@ -10,7 +10,7 @@ use sea_orm::{
 };
 
 use crate::Account;
-use crate::columns::{Columns, SqliteRow};
+use crate::columns::{ColumnNames, Columns, SqliteRow};
 use crate::entities::{accounts, sessions};
 use crate::{Store, StoreResult, numbered_placeholders};
 
@@ -119,7 +119,10 @@ impl Store {
                     let mut statement = conn.prepare_cached(SESSION_WITH_ACCOUNT)?;
                     let mut rows = statement.query([token_hash])?;
                     Ok(match rows.next()? {
-                        Some(row) => Some(session_and_account(&SqliteRow::new(row))?),
+                        Some(row) => {
+                            static NAMES: ColumnNames = ColumnNames::new();
+                            Some(session_and_account(&SqliteRow::new(row, &NAMES))?)
+                        }
                         None => None,
                     })
                 })

@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 
-use crate::columns::{Columns, SqliteRow};
+use crate::columns::{ColumnNames, Columns, SqliteRow};
 use crate::conversations::{Conversation, conversation};
 use crate::entities::{conversations, personas, providers};
 use crate::instance::ROW;
@@ -141,7 +141,8 @@ impl Store {
                     let Some(row) = rows.next()? else {
                         return Ok(None);
                     };
-                    let mut context = read(&SqliteRow::new(row))?;
+                    static NAMES: ColumnNames = ColumnNames::new();
+                    let mut context = read(&SqliteRow::new(row, &NAMES))?;
                     // The version was read first: messages read after it are at least that
                     // recent, never older than the number they are held under.
                     if held_version == Some(context.history_version) {
