@@ -1,7 +1,7 @@
 //! Overhead of one `tools/call` through llooma-mcp-client against a bare rmcp client, both
-//! against the same local rmcp Streamable HTTP server (TCP_NODELAY on), both without idle
-//! connection pooling (rmcp's own client sets `pool_max_idle_per_host(0)`; ours has
-//! `idle_pooling(false)`), both with the same discover-then-initialize handshake.
+//! against the same local rmcp Streamable HTTP server (TCP_NODELAY on), both with the same
+//! discover-then-initialize handshake. rmcp's own client keeps no idle connections
+//! (`pool_max_idle_per_host(0)`); ours keeps them (`llooma-net`'s connections, which ACK at once).
 //!
 //! Besides criterion's estimate it prints p50/p99 of 2,000 sequential calls each and the
 //! ratio of the medians (goal: within 10%).

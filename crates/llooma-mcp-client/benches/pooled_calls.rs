@@ -4,7 +4,8 @@
 //! per call (every thread's `schedstat`; for the in-process server that includes the
 //! server's own work).
 //!
-//! Servers: an in-process rmcp Streamable HTTP server (TCP_NODELAY on, stateful sessions),
+//! Servers: an in-process rmcp Streamable HTTP server (stateful sessions), with TCP_NODELAY
+//! and without (Nagle's algorithm on, as some servers leave it),
 //! and, when their paths are set (`export $(cat /tmp/peers.env | xargs)`, see
 //! tests/peers/install.sh), the Python SDK gateway and npm's server-everything.
 //!
@@ -53,7 +54,7 @@ impl ServerHandler for Adder {
     }
 }
 
-async fn start_rmcp_server() -> u16 {
+async fn start_rmcp_server(nodelay: bool) -> u16 {
     let service: StreamableHttpService<Adder, LocalSessionManager> = StreamableHttpService::new(
         || Ok(Adder),
         Default::default(),
@@ -62,8 +63,8 @@ async fn start_rmcp_server() -> u16 {
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
+    let listener = listener.tap_io(move |tcp| {
+        let _ = tcp.set_nodelay(nodelay);
     });
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
@@ -174,9 +175,20 @@ fn client_for(port: u16) -> McpClient {
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let port = start_rmcp_server().await;
+        let port = start_rmcp_server(true).await;
         let target = Target {
             name: "in-process rmcp server",
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            tool: "add",
+            arguments: json!({"a": 2, "b": 40}),
+        };
+        run(&target, &client_for(port)).await;
+
+        // Answers in several writes with Nagle's algorithm on: on a kept connection each call
+        // would wait ~40 ms for a delayed ACK if ours were not sent at once.
+        let port = start_rmcp_server(false).await;
+        let target = Target {
+            name: "in-process rmcp server without TCP_NODELAY",
             url: format!("http://127.0.0.1:{port}/mcp"),
             tool: "add",
             arguments: json!({"a": 2, "b": 40}),

@@ -4,10 +4,11 @@
 use std::error::Error as StdError;
 use std::time::Duration;
 
-use llooma_net::reqwest;
-use llooma_net::{NetError, PolicyRefusal, Refusal};
+use llooma_net::{NetError, PolicyRefusal, RedirectProblem, Refusal};
 use rmcp::service::{ClientInitializeError, ServiceError};
-use rmcp::transport::streamable_http_client::StreamableHttpError;
+use rmcp::transport::streamable_http_client::{SseError, StreamableHttpError};
+
+use crate::http::{StreamCut, StreamCuts};
 
 /// What went wrong with an MCP server. Messages never contain the token, the query string of
 /// the URL, or the server's raw response body beyond a short, single-line excerpt.
@@ -197,9 +198,17 @@ pub(crate) struct Context<'a> {
     pub(crate) operation: &'a str,
     pub(crate) token_sent: bool,
     pub(crate) timeout: Duration,
+    /// Where the session's transport records an answer cut for its size.
+    pub(crate) cuts: &'a StreamCuts,
 }
 
 impl Context<'_> {
+    /// An answer cut for its size, which is then why the operation failed, whatever rmcp says.
+    fn cut(&self) -> Option<McpError> {
+        let limit = self.cuts.take()?;
+        Some(McpError::TooLarge { url: self.url.to_owned(), limit: limit as u64 })
+    }
+
     fn timeout(&self) -> McpError {
         McpError::Timeout {
             url: self.url.to_owned(),
@@ -209,11 +218,14 @@ impl Context<'_> {
     }
 }
 
-type HttpErr = StreamableHttpError<reqwest::Error>;
+type HttpErr = StreamableHttpError<NetError>;
 type WorkerErr = rmcp::transport::worker::WorkerQuitReason<HttpErr>;
 
 /// Maps a failed handshake.
 pub(crate) fn from_init(err: &ClientInitializeError, cx: &Context<'_>) -> McpError {
+    if let Some(cut) = cx.cut() {
+        return cut;
+    }
     match err {
         ClientInitializeError::LegacyFallbackFailed { discover, fallback } => {
             // The fallback saw the server last; its failure is the one to report, unless it
@@ -259,6 +271,9 @@ pub(crate) fn from_init(err: &ClientInitializeError, cx: &Context<'_>) -> McpErr
 
 /// Maps a failed request after the handshake.
 pub(crate) fn from_service(err: &ServiceError, cx: &Context<'_>) -> McpError {
+    if let Some(cut) = cx.cut() {
+        return cut;
+    }
     match err {
         ServiceError::McpError(data) => McpError::Server {
             url: cx.url.to_owned(),
@@ -330,8 +345,11 @@ fn from_chain(err: &(dyn StdError + 'static), cx: &Context<'_>) -> McpError {
         {
             return found;
         }
-        if let Some(reqwest) = e.downcast_ref::<reqwest::Error>() {
-            return from_reqwest(reqwest, cx);
+        if let Some(net) = e.downcast_ref::<NetError>() {
+            return from_net(net, cx);
+        }
+        if let Some(cut) = e.downcast_ref::<StreamCut>() {
+            return from_cut(cut, cx);
         }
         current = e.source();
     }
@@ -341,16 +359,17 @@ fn from_chain(err: &(dyn StdError + 'static), cx: &Context<'_>) -> McpError {
 fn from_http(err: &HttpErr, cx: &Context<'_>) -> Option<McpError> {
     let url = cx.url.to_owned();
     Some(match err {
-        StreamableHttpError::Client(e) => from_reqwest(e, cx),
+        StreamableHttpError::Client(e) => from_net(e, cx),
         StreamableHttpError::AuthRequired(_) => {
             McpError::TokenRefused { url, status: 401, token_sent: cx.token_sent }
         }
         StreamableHttpError::InsufficientScope(_) => {
             McpError::TokenRefused { url, status: 403, token_sent: cx.token_sent }
         }
-        StreamableHttpError::HttpStatus(status) => {
-            McpError::HttpStatus { url, status: status.status }
-        }
+        StreamableHttpError::HttpStatus(status) => match status.status {
+            s @ (401 | 403) => McpError::TokenRefused { url, status: s, token_sent: cx.token_sent },
+            s => McpError::HttpStatus { url, status: s },
+        },
         StreamableHttpError::UnexpectedServerResponse(text) => {
             // rmcp reports other HTTP errors as "HTTP <status>: <body>".
             match parse_http_status(text) {
@@ -380,10 +399,17 @@ fn from_http(err: &HttpErr, cx: &Context<'_>) -> Option<McpError> {
         StreamableHttpError::Io(e) => {
             McpError::Unreachable { url, detail: excerpt(&e.to_string(), 200) }
         }
-        StreamableHttpError::Sse(e) => McpError::Protocol {
-            url,
-            detail: format!("broken event stream: {}", excerpt(&e.to_string(), 200)),
-        },
+        StreamableHttpError::Sse(e) => {
+            if let SseError::Body(body) = e
+                && let Some(cut) = body.downcast_ref::<StreamCut>()
+            {
+                return Some(from_cut(cut, cx));
+            }
+            McpError::Protocol {
+                url,
+                detail: format!("broken event stream: {}", excerpt(&e.to_string(), 200)),
+            }
+        }
         _ => return None,
     })
 }
@@ -393,30 +419,34 @@ fn parse_http_status(text: &str) -> Option<u16> {
     rest.get(..3)?.parse().ok()
 }
 
-fn from_reqwest(err: &reqwest::Error, cx: &Context<'_>) -> McpError {
-    if let Some(refusal) = PolicyRefusal::find(err) {
-        return McpError::Refused { url: cx.url.to_owned(), reason: refusal.reason.clone() };
+fn from_net(err: &NetError, cx: &Context<'_>) -> McpError {
+    let url = cx.url.to_owned();
+    match err {
+        NetError::Refused { reason, .. } => McpError::Refused { url, reason: reason.clone() },
+        NetError::Redirect(redirect) => match &redirect.problem {
+            RedirectProblem::Policy(reason) => McpError::Refused { url, reason: reason.clone() },
+            _ => McpError::Protocol { url, detail: excerpt(&redirect.to_string(), 200) },
+        },
+        NetError::Timeout { .. } => cx.timeout(),
+        NetError::BodyTooLarge { limit, .. } => McpError::TooLarge { url, limit: *limit },
+        NetError::Connect { source, .. } => {
+            McpError::Unreachable { url, detail: innermost(source.as_ref()) }
+        }
+        // Connected, then the exchange failed: written but unanswered, or cut mid-answer.
+        NetError::Request { source, .. } => {
+            McpError::Disconnected { url, detail: innermost(source.as_ref()) }
+        }
+        other => McpError::Unreachable { url, detail: excerpt(&other.to_string(), 200) },
     }
-    if err.is_timeout() {
-        return cx.timeout();
+}
+
+fn from_cut(cut: &StreamCut, cx: &Context<'_>) -> McpError {
+    match cut {
+        StreamCut::Net(err) => from_net(err, cx),
+        StreamCut::EventTooLarge { max } => {
+            McpError::TooLarge { url: cx.url.to_owned(), limit: *max as u64 }
+        }
     }
-    if let Some(status) = err.status() {
-        return match status.as_u16() {
-            s @ (401 | 403) => McpError::TokenRefused {
-                url: cx.url.to_owned(),
-                status: s,
-                token_sent: cx.token_sent,
-            },
-            s => McpError::HttpStatus { url: cx.url.to_owned(), status: s },
-        };
-    }
-    if err.is_connect() {
-        return McpError::Unreachable { url: cx.url.to_owned(), detail: innermost(err) };
-    }
-    if err.is_body() || err.is_decode() {
-        return McpError::Disconnected { url: cx.url.to_owned(), detail: innermost(err) };
-    }
-    McpError::Unreachable { url: cx.url.to_owned(), detail: innermost(err) }
 }
 
 /// The deepest source's message: reqwest's own top-level text ("error sending request for

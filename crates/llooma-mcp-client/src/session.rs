@@ -32,7 +32,10 @@ use url::Url;
 use crate::canonical::truncate;
 use crate::config::{McpConfig, TRUNCATION_MARKER};
 use crate::error::{self, Context, McpError};
-use crate::http::McpHttp;
+use crate::http::{McpHttp, StreamCuts};
+
+/// A session's running service, its tool-change signal, and its record of cut answers.
+type Handshaken = (RunningService<RoleClient, Handler>, Arc<watch::Sender<u64>>, Arc<StreamCuts>);
 use crate::model::{
     Budget, ContentItem, Note, ProbeReport, ProbeTool, PromptMessage, PromptResult,
     ResourceContents, ServerDescription, Snapshot, ToolList, ToolResult, prompt_from_json,
@@ -58,10 +61,12 @@ impl McpClient {
     /// A client that reaches MCP servers as `policy` allows for [`Purpose::Mcp`].
     pub fn new(policy: Arc<OutboundPolicy>, config: McpConfig) -> Result<Self, McpError> {
         let net = NetClient::builder(Arc::clone(&policy), Purpose::Mcp)
-            // No idle pool: a kept-alive connection to a server that does not set TCP_NODELAY
-            // and answers with SSE costs ~44 ms per call (Nagle meets delayed ACK); it also
-            // means every request is checked against the policy afresh.
-            .idle_pooling(false)
+            // Connections are kept between calls; a server that answers in several small
+            // writes without TCP_NODELAY would otherwise wait for our delayed ACK (~44 ms).
+            .ack_every_read(true)
+            // Bounded per JSON answer and per SSE event instead (Limits::max_response_bytes):
+            // a session's stream has no total size.
+            .max_response_bytes(u64::MAX)
             // The standalone SSE stream lives as long as the session; every operation carries
             // its own deadline instead (see McpConfig).
             .total_timeout(None)
@@ -95,7 +100,7 @@ impl McpClient {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::V_2025_11_25),
         };
-        let (service, tool_changes) = match self.handshake(url, &shown, token, auto).await {
+        let (service, tool_changes, cut) = match self.handshake(url, &shown, token, auto).await {
             // Some older servers answer any unknown method, `server/discover` included, with
             // an empty result instead of an error; rmcp then cannot tell them legacy and
             // fails. One more try with the plain `initialize` handshake settles it.
@@ -119,6 +124,7 @@ impl McpClient {
             tool_changes,
             listening: AtomicBool::new(false),
             cancels: Arc::new(tokio::sync::RwLock::new(())),
+            cut,
         })
     }
 
@@ -128,7 +134,7 @@ impl McpClient {
         shown: &str,
         token: Option<&Secret>,
         lifecycle: ClientLifecycleMode,
-    ) -> Result<(RunningService<RoleClient, Handler>, Arc<watch::Sender<u64>>), McpError> {
+    ) -> Result<Handshaken, McpError> {
         let limits = &self.config.limits;
         let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
             .max_json_response_size(limits.max_response_bytes)
@@ -141,10 +147,9 @@ impl McpClient {
             // for `McpConfig::session_idle_timeout` (or until `forget`).
             transport_config = transport_config.auth_header(token.expose().to_owned());
         }
-        let transport = StreamableHttpClientTransport::with_client(
-            McpHttp(self.net.reqwest_client()),
-            transport_config,
-        );
+        let cut = Arc::new(StreamCuts::default());
+        let http = McpHttp { net: self.net.clone(), cuts: Arc::clone(&cut) };
+        let transport = StreamableHttpClientTransport::with_client(http, transport_config);
         let (changes_tx, _) = watch::channel(0_u64);
         let handler = Handler { info: client_info(), tool_changes: Arc::new(changes_tx) };
         let tool_changes = Arc::clone(&handler.tool_changes);
@@ -153,6 +158,7 @@ impl McpClient {
             operation: "the handshake",
             token_sent: token.is_some(),
             timeout: self.config.handshake_timeout,
+            cuts: &cut,
         };
         match tokio::time::timeout(
             self.config.handshake_timeout,
@@ -166,7 +172,7 @@ impl McpClient {
                 after: self.config.handshake_timeout,
             }),
             Ok(Err(err)) => Err(error::from_init(&err, &cx)),
-            Ok(Ok(service)) => Ok((service, tool_changes)),
+            Ok(Ok(service)) => Ok((service, tool_changes, cut)),
         }
     }
 
@@ -426,6 +432,8 @@ pub struct McpSession {
     modern: bool,
     /// Held (read) by each `notifications/cancelled` still to be sent; `close` waits for them.
     cancels: Arc<tokio::sync::RwLock<()>>,
+    /// Where an answer cut for its size is recorded (rmcp reports only that a stream closed).
+    cut: Arc<StreamCuts>,
 }
 
 /// How a failed request left its session.
@@ -586,7 +594,7 @@ impl McpSession {
     }
 
     fn cx<'a>(&'a self, operation: &'a str, timeout: Duration) -> Context<'a> {
-        Context { url: &self.url, operation, token_sent: self.token_sent, timeout }
+        Context { url: &self.url, operation, token_sent: self.token_sent, timeout, cuts: &self.cut }
     }
 
     /// Whether the session can still carry requests (its transport has not ended).

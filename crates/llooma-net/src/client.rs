@@ -44,6 +44,7 @@ pub struct NetClientBuilder {
     max_response_bytes: u64,
     max_redirects: usize,
     idle_pooling: bool,
+    ack_every_read: bool,
     auth_headers: Vec<HeaderName>,
     user_agent: String,
 }
@@ -88,13 +89,23 @@ impl NetClientBuilder {
     }
 
     /// Whether idle connections are kept for reuse. Default true.
-    ///
-    /// Turn it off for MCP: a kept-alive connection to a server that does not set
-    /// `TCP_NODELAY` and answers with SSE costs about 44 ms per call (Nagle's algorithm meets
-    /// delayed ACK). Without pooling each request connects afresh, and resolves afresh, which
-    /// also means every request is checked against the policy from scratch.
     pub fn idle_pooling(mut self, enabled: bool) -> Self {
         self.idle_pooling = enabled;
+        self
+    }
+
+    /// Whether [`NetClient::send`] acknowledges what it reads at once (`TCP_QUICKACK` after
+    /// every read, on Linux). Default false.
+    ///
+    /// Turn it on for servers that answer in several small writes without `TCP_NODELAY`
+    /// (MCP servers answering in SSE): on a kept connection the server's second write waits
+    /// for the ACK of its first (Nagle's algorithm), and the kernel delays that ACK by up to
+    /// 40 ms once the connection looks interactive, so each call took ~44 ms. A new
+    /// connection does not suffer (the kernel ACKs its first segments at once), which is why
+    /// the raw reqwest client, whose sockets cannot be reached, keeps no idle connections when
+    /// this is on.
+    pub fn ack_every_read(mut self, enabled: bool) -> Self {
+        self.ack_every_read = enabled;
         self
     }
 
@@ -143,6 +154,7 @@ impl NetClientBuilder {
             connect_timeout: self.connect_timeout,
             user_agent,
             kept: self.idle_pooling.then(Mutex::default),
+            ack_every_read: self.ack_every_read,
         };
         Ok(NetClient {
             inner: Arc::new(Inner { raw, connector: Arc::new(connector), settings: self }),
@@ -177,7 +189,7 @@ impl NetClientBuilder {
         if let Some(timeout) = self.read_timeout {
             builder = builder.read_timeout(timeout);
         }
-        if !self.idle_pooling {
+        if !self.idle_pooling || self.ack_every_read {
             builder = builder.pool_max_idle_per_host(0);
         }
         Ok(builder)
@@ -221,6 +233,7 @@ impl NetClient {
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_redirects: MAX_REDIRECTS,
             idle_pooling: true,
+            ack_every_read: false,
             auth_headers: Vec::new(),
             user_agent: format!("llooma/{}", env!("CARGO_PKG_VERSION")),
         }

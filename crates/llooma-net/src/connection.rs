@@ -76,6 +76,8 @@ pub(crate) struct Connector {
     pub(crate) user_agent: HeaderValue,
     /// Unused connections; `None` when the client keeps none.
     pub(crate) kept: Option<Mutex<Vec<Kept>>>,
+    /// `TCP_QUICKACK` after every read ([`crate::NetClientBuilder::ack_every_read`]).
+    pub(crate) ack_every_read: bool,
 }
 
 /// Where a connection goes: a kept one is reused only for the same.
@@ -105,6 +107,8 @@ struct Open {
     to: Destination,
     sender: SendRequest<Full<Bytes>>,
     connection: Connection<TokioIo<Socket>, Full<Bytes>>,
+    /// A second handle on its TCP socket, to look at it without hyper ([`Open::still_usable`]).
+    tcp: socket2::Socket,
 }
 
 /// A connection not in use, and since when.
@@ -116,12 +120,22 @@ pub(crate) struct Kept {
 impl Open {
     /// Whether it can carry another request: it is polled once, without waiting, so that a
     /// close (or anything else) the server sent while it sat unused is read now.
+    ///
+    /// hyper reads only what the runtime's reactor has reported, and the reactor may not have
+    /// run since the server closed (a busy or blocked worker): the request would then go out on
+    /// a closed connection and fail after it was written, when it can no longer be sent again
+    /// safely. So the socket itself is asked too: an unused HTTP/1 connection has nothing to
+    /// read, and anything there (the close, most often) means it is done.
     fn still_usable(&mut self) -> bool {
         let mut cx = Context::from_waker(Waker::noop());
         if Pin::new(&mut self.connection).poll(&mut cx).is_ready() {
             return false;
         }
-        !self.sender.is_closed() && self.sender.is_ready()
+        if self.sender.is_closed() || !self.sender.is_ready() {
+            return false;
+        }
+        let mut byte = [std::mem::MaybeUninit::uninit()];
+        matches!(self.tcp.peek(&mut byte), Err(err) if err.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
@@ -223,6 +237,10 @@ impl Connector {
     async fn connect(&self, to: Destination) -> Result<Open, Failure> {
         let connecting = async {
             let socket = self.tcp(&to).await?;
+            // Shares the socket (and its non-blocking mode); closed with the connection.
+            let tcp = socket2::SockRef::from(&socket)
+                .try_clone()
+                .map_err(|err| Failure::Connect(err.into()))?;
             let socket = if to.https {
                 let name = ServerName::try_from(to.host.trim_matches(['[', ']']).to_owned())
                     .map_err(|err| Failure::Connect(err.into()))?;
@@ -231,14 +249,15 @@ impl Connector {
                     .connect(name, socket)
                     .await
                     .map_err(|err| Failure::Connect(err.into()))?;
-                Socket::Tls(Box::new(tls))
+                Stream::Tls(Box::new(tls))
             } else {
-                Socket::Plain(socket)
+                Stream::Plain(socket)
             };
+            let socket = Socket { stream: socket, ack_every_read: self.ack_every_read };
             let (sender, connection) = http1::handshake(TokioIo::new(socket))
                 .await
                 .map_err(|err| Failure::Connect(err.into()))?;
-            Ok(Open { to, sender, connection })
+            Ok(Open { to, sender, connection, tcp })
         };
         tokio::time::timeout(self.connect_timeout, connecting)
             .await
@@ -300,7 +319,7 @@ enum Attempt {
 impl Open {
     /// Writes the request and reads the response's head, driving the connection meanwhile.
     async fn send(self, request: http::Request<Full<Bytes>>) -> Attempt {
-        let Open { to, mut sender, connection } = self;
+        let Open { to, mut sender, connection, tcp } = self;
         let mut connection = Some(connection);
         let mut response = std::pin::pin!(sender.try_send_request(request));
         let answered = poll_fn(|cx| {
@@ -317,7 +336,7 @@ impl Open {
         match answered {
             Ok(response) => {
                 let (head, body) = response.into_parts();
-                let open = connection.map(|connection| Open { to, sender, connection });
+                let open = connection.map(|connection| Open { to, sender, connection, tcp });
                 Attempt::Answered(Box::new(Exchange { head, body, open, connector: None }))
             }
             // Given back only when nothing of it was written: safe to send again.
@@ -403,10 +422,38 @@ impl Drop for Exchange {
     }
 }
 
-/// The socket under a connection: TCP, or TLS over it.
-enum Socket {
+/// The socket under a connection, and whether every read is acknowledged at once.
+struct Socket {
+    stream: Stream,
+    ack_every_read: bool,
+}
+
+/// TCP, or TLS over it.
+enum Stream {
     Plain(TcpStream),
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Socket {
+    fn tcp(&self) -> &TcpStream {
+        match &self.stream {
+            Stream::Plain(tcp) => tcp,
+            Stream::Tls(tls) => tls.get_ref().0,
+        }
+    }
+
+    /// Sends the ACK the kernel is holding back, and leaves delayed-ACK mode until the next
+    /// exchange makes it look interactive again (hence after every read).
+    #[cfg(target_os = "linux")]
+    fn ack_now(&self) {
+        // Failing only costs time (the server's next segment waits for the delayed ACK).
+        let _ = socket2::SockRef::from(self.tcp()).set_tcp_quickack(true);
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn ack_now(&self) {
+        let _ = self.tcp();
+    }
 }
 
 impl AsyncRead for Socket {
@@ -415,10 +462,17 @@ impl AsyncRead for Socket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
-            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = match &mut this.stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        };
+        if this.ack_every_read && matches!(read, Poll::Ready(Ok(()))) && buf.filled().len() > before
+        {
+            this.ack_now();
         }
+        read
     }
 }
 
@@ -428,9 +482,9 @@ impl AsyncWrite for Socket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Socket::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
-            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+        match &mut self.get_mut().stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
         }
     }
 
@@ -439,30 +493,30 @@ impl AsyncWrite for Socket {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Socket::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
-            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
+        match &mut self.get_mut().stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
         }
     }
 
     fn is_write_vectored(&self) -> bool {
-        match self {
-            Socket::Plain(tcp) => tcp.is_write_vectored(),
-            Socket::Tls(tls) => tls.is_write_vectored(),
+        match &self.stream {
+            Stream::Plain(tcp) => tcp.is_write_vectored(),
+            Stream::Tls(tls) => tls.is_write_vectored(),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
-            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+        match &mut self.get_mut().stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Socket::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
-            Socket::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+        match &mut self.get_mut().stream {
+            Stream::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
         }
     }
 }

@@ -286,6 +286,38 @@ async fn a_huge_result_is_cut_for_the_model_and_says_so() {
 }
 
 #[tokio::test]
+async fn an_answer_past_the_size_bound_fails_at_once_and_the_next_call_works() {
+    let big = "a".repeat(300_000);
+    let json_answer =
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"content": [{"type": "text", "text": big}]}});
+    let event = format!("event: message\ndata: {json_answer}\n\n").into_bytes();
+    let server = hostile(move |method, params| match method {
+        "tools/call" if params["name"] == "json" => {
+            Reply::Raw("application/json", json_answer.to_string().into_bytes())
+        }
+        "tools/call" if params["name"] == "sse" => Reply::Raw("text/event-stream", event.clone()),
+        "tools/call" => Reply::Result(json!({"content": [{"type": "text", "text": "small"}]})),
+        _ => Reply::Default,
+    })
+    .await;
+    let mut config = quick_config();
+    config.call_timeout = Duration::from_secs(20);
+    config.limits.max_response_bytes = 100_000;
+    let client = client_for(server.port(), config);
+    let session = client.connect(&server.url(), None).await.unwrap();
+    for name in ["json", "sse"] {
+        let started = Instant::now();
+        let err = session.call_tool(name, json!({})).await.unwrap_err();
+        assert!(matches!(err, McpError::TooLarge { limit: 100_000, .. }), "{name}: {err:?}");
+        assert!(err.to_string().contains("larger than 100000 bytes"), "{err}");
+        // Refused as it arrived, not after the call's time ran out.
+        assert!(started.elapsed() < Duration::from_secs(10), "{name}: {:?}", started.elapsed());
+    }
+    let result = client.call_tool(&server.url(), None, "small", json!({})).await.unwrap();
+    assert_eq!(result.text_for_model(), "small");
+}
+
+#[tokio::test]
 async fn errors_of_the_tool_and_of_the_server_are_told_apart() {
     let server = hostile(|method, params| match method {
         "tools/call" if params["name"] == "broken" => Reply::Result(json!({

@@ -44,6 +44,26 @@ async fn calls_to_a_server_share_one_handshake() {
 }
 
 #[tokio::test]
+async fn calls_on_a_kept_session_reuse_its_connection() {
+    let server = hostile(|method, _| match method {
+        "tools/call" => Reply::Result(ok("done")),
+        _ => Reply::Default,
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    client.call_tool_for("srv", &server.url(), None, "t", json!({})).await.unwrap();
+    let after_first = server.connections();
+    for _ in 0..5 {
+        client.call_tool_for("srv", &server.url(), None, "t", json!({})).await.unwrap();
+    }
+    assert_eq!(server.count("tools/call"), 6);
+    // The handshake's requests and the stream's GET may each have opened one; the calls after
+    // the first opened none.
+    assert_eq!(server.connections(), after_first);
+    assert!(after_first <= 3, "{after_first}");
+}
+
+#[tokio::test]
 async fn two_server_names_never_share_a_session() {
     let server = hostile(|method, _| match method {
         "tools/call" => Reply::Result(ok("done")),

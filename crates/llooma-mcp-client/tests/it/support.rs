@@ -2,6 +2,7 @@
 //! whose policy allows exactly one loopback origin.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -91,6 +92,7 @@ pub struct Hostile {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Seen>>,
     sessions: Option<Arc<Mutex<Sessions>>>,
+    connections: Arc<AtomicUsize>,
 }
 
 impl Hostile {
@@ -99,6 +101,10 @@ impl Hostile {
     }
     pub fn port(&self) -> u16 {
         self.addr.port()
+    }
+    /// TCP connections accepted so far.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
     }
     pub fn count(&self, method: &str) -> usize {
         self.seen.lock().unwrap().methods.iter().filter(|m| *m == method).count()
@@ -159,13 +165,16 @@ async fn start_hostile(
         .with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let listener = listener.tap_io(|tcp| {
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = Arc::clone(&connections);
+    let listener = listener.tap_io(move |tcp| {
+        accepted.fetch_add(1, Ordering::SeqCst);
         let _ = tcp.set_nodelay(true);
     });
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });
-    Hostile { addr, seen, sessions }
+    Hostile { addr, seen, sessions, connections }
 }
 
 async fn hostile_post(

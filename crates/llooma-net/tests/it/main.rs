@@ -243,6 +243,39 @@ async fn a_kept_connection_the_server_closed_meanwhile_is_not_reused() {
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
 }
 
+/// The server closes a kept connection while the runtime is busy elsewhere (here: blocked), so
+/// its reactor has not seen the close when the next request starts: the request must still go
+/// out on a new connection, not fail on the closed one.
+#[tokio::test]
+async fn a_kept_connection_closed_while_the_runtime_was_busy_is_not_reused() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    // On a thread of its own: it answers once per connection and closes at once.
+    std::thread::spawn(move || {
+        for socket in listener.incoming() {
+            let mut socket = socket.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match socket.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = socket.write_all(HELLO.as_bytes());
+        }
+    });
+    let origin = format!("http://{addr}");
+    let net = client(policy(None, Some(&origin)), Purpose::Fetch);
+    for _ in 0..3 {
+        let answer = fetch(&net, &format!("{origin}/")).await.unwrap().text().await.unwrap();
+        assert_eq!(answer, "hello");
+        // Blocks the test's runtime: its reactor cannot learn of the close meanwhile.
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A model's stream is read up to its own end marker, and the response dropped there, before
 /// the chunked body's terminator is read: the connection is still kept when the terminator had
 /// arrived with the rest.
