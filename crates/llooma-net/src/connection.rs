@@ -201,26 +201,23 @@ impl Connector {
 
     /// The request as written on the connection: origin-form target, `Host`, and the headers
     /// reqwest would add (`User-Agent`, `Accept`).
-    fn head(&self, request: reqwest::Request) -> Result<http::Request<Full<Bytes>>, Failure> {
+    fn head(&self, mut request: reqwest::Request) -> Result<http::Request<Full<Bytes>>, Failure> {
+        let body = match request.body_mut().take() {
+            None => Bytes::new(),
+            Some(body) => whole_body(body)?,
+        };
         let url = request.url();
         let target = &url[Position::BeforePath..Position::AfterQuery];
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
             None => url.host_str().unwrap_or_default().to_owned(),
         };
-        let body = match request.body() {
-            None => Bytes::new(),
-            Some(body) => match body.as_bytes() {
-                Some(bytes) => Bytes::copy_from_slice(bytes),
-                None => return Err(Failure::Exchange("a streamed request body".into())),
-            },
-        };
         let mut head = http::Request::builder()
             .method(request.method().clone())
             .uri(target)
             .body(Full::new(body))
             .map_err(|err| Failure::Exchange(err.into()))?;
-        let mut headers = request.headers().clone();
+        let mut headers = std::mem::take(request.headers_mut());
         let host = HeaderValue::from_str(&host).map_err(|err| Failure::Exchange(err.into()))?;
         headers.insert(header::HOST, host);
         if !headers.contains_key(header::USER_AGENT) {
@@ -300,6 +297,21 @@ impl Connector {
         }
         let peer = stream.peer_addr().map_err(|err| Failure::Connect(err.into()))?;
         self.policy.allows_peer(self.purpose, peer.ip()).map_err(Failure::Refused)
+    }
+}
+
+/// A body given whole (the only kind `send` takes), as the `Bytes` it holds: polled once, it
+/// hands them over without a copy (a provider request carries the whole conversation).
+fn whole_body(mut body: reqwest::Body) -> Result<Bytes, Failure> {
+    if body.as_bytes().is_none() {
+        return Err(Failure::Exchange("a streamed request body".into()));
+    }
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(&mut body).poll_frame(&mut cx) {
+        Poll::Ready(Some(Ok(frame))) => Ok(frame.into_data().unwrap_or_default()),
+        Poll::Ready(None) => Ok(Bytes::new()),
+        Poll::Ready(Some(Err(err))) => Err(Failure::Exchange(err.into())),
+        Poll::Pending => Err(Failure::Exchange("a streamed request body".into())),
     }
 }
 
