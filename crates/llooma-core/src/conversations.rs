@@ -415,7 +415,7 @@ impl App {
         // The messages held from the conversation's last turn, read again only if they changed
         // since (an edit needs each message's turn: those it reads).
         let held = match message.replaces {
-            None => self.turns.histories.get(conversation_id),
+            None => self.turns.histories.take(conversation_id),
             Some(_) => None,
         };
         // Everything the turn is built from, read at once and before it starts, so a failure

@@ -73,14 +73,15 @@ impl HistoryCache {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The conversation's kept messages, if any.
-    pub(crate) fn get(&self, conversation_id: &str) -> Option<HeldHistory> {
+    /// The conversation's kept messages, if any, taken out: the turn that takes them puts them
+    /// back with its own two ([`KeepHistory::after_turn`]), so neither copies nor drops them
+    /// (each is a shared pointer to count up and down: a long conversation has thousands). A
+    /// turn that fails first leaves none kept, and the next one reads them.
+    pub(crate) fn take(&self, conversation_id: &str) -> Option<HeldHistory> {
         let mut kept = self.kept();
-        kept.clock += 1;
-        let now = kept.clock;
-        let entry = kept.entries.get_mut(conversation_id)?;
-        entry.used = now;
-        Some(entry.held.clone())
+        let entry = kept.entries.remove(conversation_id)?;
+        kept.bytes -= entry.bytes;
+        Some(entry.held)
     }
 
     /// Keeps `messages` as the conversation's at `version`, in place of what was kept.
@@ -154,15 +155,19 @@ mod tests {
     #[test]
     fn a_history_is_given_back_under_the_version_it_was_kept_at_until_replaced_or_forgotten() {
         let cache = HistoryCache::default();
-        assert_eq!(cache.get("c"), None);
+        assert_eq!(cache.take("c"), None);
         cache.put("c", 4, history("hi", 2));
-        let held = cache.get("c").unwrap();
+        let held = cache.take("c").unwrap();
         assert_eq!((held.version, held.messages.len()), (4, 2));
+        // Taken out: a second turn at once would read them.
+        assert_eq!((cache.take("c"), cache.bytes()), (None, 0));
+        cache.put("c", 4, history("hi", 2));
         cache.put("c", 6, history("hi", 4));
-        assert_eq!(cache.get("c").unwrap().version, 6);
         assert_eq!(cache.bytes(), bytes_of(&history("hi", 4)));
+        assert_eq!(cache.take("c").unwrap().version, 6);
+        cache.put("c", 6, history("hi", 4));
         cache.forget("c");
-        assert_eq!((cache.get("c"), cache.bytes()), (None, 0));
+        assert_eq!((cache.take("c"), cache.bytes()), (None, 0));
     }
 
     #[test]
@@ -175,12 +180,14 @@ mod tests {
             cache.put(&format!("c{i}"), 1, quarter.clone());
         }
         assert_eq!(cache.bytes(), fit * each);
-        cache.get("c0"); // used again: now c1 is the one used longest ago
+        // Used again (taken and put back by a turn): now c1 is the one used longest ago.
+        let c0 = cache.take("c0").unwrap();
+        cache.put("c0", 3, c0.messages);
         cache.put("new", 1, quarter.clone());
-        assert!(cache.get("c0").is_some());
-        assert!(cache.get("c1").is_none());
-        assert!(cache.get("new").is_some());
         assert!(cache.bytes() <= MAX_BYTES);
+        assert!(cache.take("c0").is_some());
+        assert!(cache.take("c1").is_none());
+        assert!(cache.take("new").is_some());
     }
 
     #[test]
@@ -188,6 +195,6 @@ mod tests {
         let cache = HistoryCache::default();
         cache.put("c", 1, history("small", 2));
         cache.put("c", 3, history(&"x".repeat(MAX_ENTRY_BYTES), 1));
-        assert_eq!((cache.get("c"), cache.bytes()), (None, 0), "nor the smaller one before it");
+        assert_eq!((cache.take("c"), cache.bytes()), (None, 0), "nor the smaller one before it");
     }
 }
