@@ -228,7 +228,8 @@ impl StreamableHttpClient for McpHttp {
                     || media_type_is(&ct, JSON_MIME_TYPE) => {}
             other => return Err(StreamableHttpError::UnexpectedContentType(other)),
         }
-        Ok(sse_events(response, max_sse_event_size, Arc::clone(&self.cuts)))
+        // Not a request's answer: a cut here is no call's failure.
+        Ok(sse_events(response, max_sse_event_size, None))
     }
 }
 
@@ -311,7 +312,7 @@ impl McpHttp {
         match content_type {
             Some(ct) if media_type_is(&ct, EVENT_STREAM_MIME_TYPE) => {
                 Ok(StreamableHttpPostResponse::Sse(
-                    sse_events(response, limits.max_sse_event_size, Arc::clone(&self.cuts)),
+                    sse_events(response, limits.max_sse_event_size, Some(Arc::clone(&self.cuts))),
                     new_session,
                 ))
             }
@@ -523,8 +524,12 @@ async fn read_start(
 }
 
 /// The body as SSE events, each at most `max_event` bytes: the stream is cut when one grows
-/// past it, before the parser holds it all.
-fn sse_events(response: NetResponse, max_event: usize, cuts: Arc<StreamCuts>) -> BoxedSseResponse {
+/// past it, before the parser holds it all, and the cut recorded in `cuts` (a request's answer).
+fn sse_events(
+    response: NetResponse,
+    max_event: usize,
+    cuts: Option<Arc<StreamCuts>>,
+) -> BoxedSseResponse {
     let start = Some((response, EventBound::new(max_event), cuts));
     let chunks = futures::stream::unfold(start, |state| async move {
         let (mut response, mut bound, cuts) = state?;
@@ -532,7 +537,9 @@ fn sse_events(response: NetResponse, max_event: usize, cuts: Arc<StreamCuts>) ->
             Ok(Some(chunk)) => match bound.take(&chunk) {
                 Ok(()) => Some((Ok(chunk), Some((response, bound, cuts)))),
                 Err(cut) => {
-                    cuts.record(bound.max);
+                    if let Some(cuts) = cuts {
+                        cuts.record(bound.max);
+                    }
                     Some((Err(cut), None))
                 }
             },
