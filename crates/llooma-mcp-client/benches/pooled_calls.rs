@@ -175,25 +175,21 @@ fn client_for(port: u16) -> McpClient {
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(async {
-        let port = start_rmcp_server(true).await;
-        let target = Target {
-            name: "in-process rmcp server",
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            tool: "add",
-            arguments: json!({"a": 2, "b": 40}),
-        };
-        run(&target, &client_for(port)).await;
-
-        // Answers in several writes with Nagle's algorithm on: on a kept connection each call
-        // would wait ~40 ms for a delayed ACK if ours were not sent at once.
-        let port = start_rmcp_server(false).await;
-        let target = Target {
-            name: "in-process rmcp server without TCP_NODELAY",
-            url: format!("http://127.0.0.1:{port}/mcp"),
-            tool: "add",
-            arguments: json!({"a": 2, "b": 40}),
-        };
-        run(&target, &client_for(port)).await;
+        // Without TCP_NODELAY it answers in several writes with Nagle's algorithm on: on a kept
+        // connection each call would wait ~40 ms for a delayed ACK if ours were not sent at once.
+        for (nodelay, name) in [
+            (true, "in-process rmcp server"),
+            (false, "in-process rmcp server without TCP_NODELAY"),
+        ] {
+            let port = start_rmcp_server(nodelay).await;
+            let target = Target {
+                name,
+                url: format!("http://127.0.0.1:{port}/mcp"),
+                tool: "add",
+                arguments: json!({"a": 2, "b": 40}),
+            };
+            run(&target, &client_for(port)).await;
+        }
 
         if std::env::var_os("LLOOMA_PYTHON").is_some()
             && let Some(peer) = llooma_test_support::peers::gateway(None)

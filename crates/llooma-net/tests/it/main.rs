@@ -18,7 +18,7 @@ use llooma_net::{
     check_address,
 };
 use reqwest::header::{AUTHORIZATION, HeaderName};
-use support::{ProxyCounter, ScriptedResolver, Server, TEST_CA, TlsServer};
+use support::{ProxyCounter, ScriptedResolver, Server, TEST_CA, TlsServer, read_request_head};
 
 fn policy(mcp: Option<&str>, fetch: Option<&str>) -> Arc<OutboundPolicy> {
     Arc::new(OutboundPolicy::from_allow_lists(mcp, fetch, None).unwrap())
@@ -248,22 +248,16 @@ async fn a_kept_connection_the_server_closed_meanwhile_is_not_reused() {
 /// out on a new connection, not fail on the closed one.
 #[tokio::test]
 async fn a_kept_connection_closed_while_the_runtime_was_busy_is_not_reused() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     // On a thread of its own: it answers once per connection and closes at once.
     std::thread::spawn(move || {
         for socket in listener.incoming() {
             let mut socket = socket.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                match socket.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
-                }
+            if read_request_head(&mut socket) {
+                let _ = socket.write_all(HELLO.as_bytes());
             }
-            let _ = socket.write_all(HELLO.as_bytes());
         }
     });
     let origin = format!("http://{addr}");

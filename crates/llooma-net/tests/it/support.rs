@@ -230,22 +230,30 @@ impl TlsServer {
     }
 }
 
+/// Reads a request's head off a blocking stream; false if the stream ended or failed first.
+pub fn read_request_head(stream: &mut impl std::io::Read) -> bool {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        match stream.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+    }
+    true
+}
+
 fn serve_tls(
     config: Arc<rustls::ServerConfig>,
     tcp: std::net::TcpStream,
     seen: &Mutex<Vec<Option<Vec<u8>>>>,
 ) {
-    use std::io::{Read, Write};
+    use std::io::Write;
 
     let Ok(connection) = rustls::ServerConnection::new(config) else { return };
     let mut stream = rustls::StreamOwned::new(connection, tcp);
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => head.extend_from_slice(&buf[..n]),
-        }
+    if !read_request_head(&mut stream) {
+        return;
     }
     seen.lock().unwrap().push(stream.conn.alpn_protocol().map(<[u8]>::to_vec));
     let _ =
