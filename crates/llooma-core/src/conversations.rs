@@ -575,15 +575,9 @@ impl App {
                 return Err(err.into());
             }
         }
+        // Tabs hear of the turn once its Stop works, from the turn's task (see
+        // `run_conversation_turn`).
         let (running, stop) = self.turns.register(&self.store, conversation_id, &turn_id);
-        // Tabs hear of the turn once its Stop works.
-        let started = match started {
-            Start::ToLog(started) => Some(started),
-            Start::Logged(seq, logged) => {
-                sink.tell_watchers(seq, logged);
-                None
-            }
-        };
         let plan = TurnPlan {
             account_id: account_id.to_owned(),
             provider_id,
@@ -636,7 +630,7 @@ impl App {
     async fn run_conversation_turn(
         self,
         mut plan: TurnPlan,
-        started: Option<TurnStarted>,
+        started: Start,
         chosen: Vec<Chosen>,
         sink: LogSink,
         (running, stop): (crate::turns::RunningTurn, tokio::sync::watch::Receiver<bool>),
@@ -644,8 +638,16 @@ impl App {
     ) -> Option<String> {
         let turn_id = plan.turn_id.clone();
         let conversation_id = plan.conversation_id.clone();
-        if let Some(started) = started {
-            let _ = sink.event(TurnEvent::Start(started)).await;
+        // Told here rather than before the task is spawned: the watching tab's task, woken
+        // then, would sit in the worker's next-task slot, the spawn would push it out to the
+        // queue, and a queued task wakes the runtime's other worker (a thread woken, and the
+        // turn's data moved between cores, on every turn). Woken from here, it runs on this
+        // worker once the turn waits for the model.
+        match started {
+            Start::ToLog(started) => {
+                let _ = sink.event(TurnEvent::Start(started)).await;
+            }
+            Start::Logged(seq, logged) => sink.tell_watchers(seq, logged),
         }
         plan.request.attachments = self.read_chosen(chosen, &sink).await;
         let end = self.run_plan(plan, &sink, stop).await;
