@@ -43,12 +43,14 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
+use futures::task::AtomicWaker;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use llooma_net::SameTask;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceExt;
 
 /// How connections are bounded; see above.
@@ -254,11 +256,18 @@ async fn serve_connection(
         .header_read_timeout(None)
         .serve_connection(io, service);
     let mut connection = std::pin::pin!(connection);
-    let mut idle_too_long = std::pin::pin!(activity.idle_too_long(limits));
+    let mut idle_too_long = IdleTooLong::new(activity.clone(), limits);
+    // hyper polls a request's handler, and the handler reads the request's body, inside this
+    // task: each hand-over between them would wake the task from inside its own poll, and a
+    // task woken so wakes the runtime's other worker (see `SameTask`).
+    let same_task = SameTask::new();
     let mut drained = false;
     loop {
         tokio::select! {
-            result = connection.as_mut() => {
+            // The connection first: the idle check after it reads the phase the connection
+            // has just left (see `IdleTooLong`).
+            biased;
+            result = std::future::poll_fn(|cx| same_task.poll(cx, |cx| connection.as_mut().poll(cx))) => {
                 if let Err(err) = result {
                     tracing::debug!(%remote, error = %err, "connection ended with an error");
                 }
@@ -301,8 +310,9 @@ struct Activity {
     state: Mutex<ActivityState>,
     /// Set while `Waiting`, so that reads check the phase only for a request's first bytes.
     waiting: AtomicBool,
-    /// Wakes the connection's task when the phase changes.
-    changed: Notify,
+    /// Wakes the connection's task when it is evicted: the only change of phase made from
+    /// another task (see `IdleTooLong`).
+    evicted: AtomicWaker,
     idle: Arc<IdleList>,
 }
 
@@ -321,7 +331,7 @@ impl Activity {
                 ticket: None,
             }),
             waiting: AtomicBool::new(true),
-            changed: Notify::new(),
+            evicted: AtomicWaker::new(),
             idle,
         });
         {
@@ -347,7 +357,6 @@ impl Activity {
             let since = if fresh { since } else { Instant::now() };
             state.phase = Phase::Reading { since };
             self.waiting.store(false, Ordering::Relaxed);
-            self.changed.notify_one();
         }
     }
 
@@ -364,7 +373,6 @@ impl Activity {
             self.idle.delist(ticket);
         }
         self.waiting.store(false, Ordering::Relaxed);
-        self.changed.notify_one();
         InFlight(self.clone())
     }
 
@@ -378,7 +386,6 @@ impl Activity {
                 state.phase = Phase::Waiting { since: Instant::now(), fresh: false };
                 state.ticket = Some(self.idle.enlist(self));
                 self.waiting.store(true, Ordering::Relaxed);
-                self.changed.notify_one();
             }
             Phase::Waiting { .. } | Phase::Reading { .. } | Phase::Evicted => {}
         }
@@ -393,7 +400,7 @@ impl Activity {
         state.ticket = None;
         state.phase = Phase::Evicted;
         self.waiting.store(false, Ordering::Relaxed);
-        self.changed.notify_one();
+        self.evicted.wake();
         true
     }
 
@@ -407,27 +414,53 @@ impl Activity {
             self.idle.delist(ticket);
         }
     }
+}
 
-    /// Resolves when the connection has been idle too long, or was evicted.
-    async fn idle_too_long(&self, limits: ConnectionLimits) {
-        loop {
-            // `notify_one` keeps a wake-up that comes between reading the phase and waiting.
-            let deadline = match self.lock().phase {
-                Phase::Evicted => return,
-                Phase::Busy { .. } => None,
-                Phase::Waiting { since, fresh: true } | Phase::Reading { since } => {
-                    Some(since + limits.header_read)
-                }
-                Phase::Waiting { since, fresh: false } => Some(since + limits.keep_alive),
-            };
-            match deadline {
-                None => self.changed.notified().await,
-                Some(deadline) => tokio::select! {
-                    () = tokio::time::sleep_until(deadline.into()) => return,
-                    () = self.changed.notified() => {}
-                },
+/// Resolves when its connection has been idle too long, or was evicted.
+///
+/// It reads the phase each time it is polled, which is right after the connection
+/// (`serve_connection`'s `biased` select) on every wake-up of the connection's task. The
+/// connection changes its own phase (a request's first bytes, its head, its response's end)
+/// while it is polled, in that same task, so those changes need no wake-up of their own. They
+/// used to send one (a `Notify`): a task woken while it runs is queued again, and a queued task
+/// wakes the runtime's other worker, a thread woken on every request for nothing. Only an
+/// eviction comes from another task, and it wakes the connection's (`Activity::evicted`).
+struct IdleTooLong {
+    activity: Arc<Activity>,
+    limits: ConnectionLimits,
+    /// One timer, moved only when the deadline changes.
+    timer: Pin<Box<tokio::time::Sleep>>,
+    timer_for: Option<Instant>,
+}
+
+impl IdleTooLong {
+    fn new(activity: Arc<Activity>, limits: ConnectionLimits) -> Self {
+        // Armed far away until the first poll sets it.
+        let timer = Box::pin(tokio::time::sleep(limits.keep_alive.max(limits.header_read)));
+        IdleTooLong { activity, limits, timer, timer_for: None }
+    }
+}
+
+impl Future for IdleTooLong {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        // Registered before the phase is read, so an eviction in between is not missed.
+        this.activity.evicted.register(cx.waker());
+        let deadline = match this.activity.lock().phase {
+            Phase::Evicted => return Poll::Ready(()),
+            Phase::Busy { .. } => return Poll::Pending,
+            Phase::Waiting { since, fresh: true } | Phase::Reading { since } => {
+                since + this.limits.header_read
             }
+            Phase::Waiting { since, fresh: false } => since + this.limits.keep_alive,
+        };
+        if this.timer_for != Some(deadline) {
+            this.timer.as_mut().reset(deadline.into());
+            this.timer_for = Some(deadline);
         }
+        this.timer.as_mut().poll(cx)
     }
 }
 

@@ -43,6 +43,7 @@ use tokio_rustls::client::TlsStream;
 use url::{Position, Url};
 
 use crate::resolver::{PolicyResolver, Unresolved};
+use crate::same_task::SameTask;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -109,6 +110,8 @@ struct Open {
     connection: Connection<TokioIo<Socket>, Full<Bytes>>,
     /// A second handle on its TCP socket, to look at it without hyper ([`Open::still_usable`]).
     tcp: socket2::Socket,
+    /// The waker it and its request or body are polled with ([`SameTask`]).
+    same_task: SameTask,
 }
 
 /// A connection not in use, and since when.
@@ -254,7 +257,7 @@ impl Connector {
             let (sender, connection) = http1::handshake(TokioIo::new(socket))
                 .await
                 .map_err(|err| Failure::Connect(err.into()))?;
-            Ok(Open { to, sender, connection, tcp })
+            Ok(Open { to, sender, connection, tcp, same_task: SameTask::new() })
         };
         tokio::time::timeout(self.connect_timeout, connecting)
             .await
@@ -331,24 +334,27 @@ enum Attempt {
 impl Open {
     /// Writes the request and reads the response's head, driving the connection meanwhile.
     async fn send(self, request: http::Request<Full<Bytes>>) -> Attempt {
-        let Open { to, mut sender, connection, tcp } = self;
+        let Open { to, mut sender, connection, tcp, same_task } = self;
         let mut connection = Some(connection);
         let mut response = std::pin::pin!(sender.try_send_request(request));
         let answered = poll_fn(|cx| {
-            if let Some(driven) = &mut connection
-                && Pin::new(driven).poll(cx).is_ready()
-            {
-                // Closed or failed. Dropping it settles the request: answered with the error,
-                // or given back if it was never written.
-                connection = None;
-            }
-            response.as_mut().poll(cx)
+            same_task.poll(cx, |cx| {
+                if let Some(driven) = &mut connection
+                    && Pin::new(driven).poll(cx).is_ready()
+                {
+                    // Closed or failed. Dropping it settles the request: answered with the
+                    // error, or given back if it was never written.
+                    connection = None;
+                }
+                response.as_mut().poll(cx)
+            })
         })
         .await;
         match answered {
             Ok(response) => {
                 let (head, body) = response.into_parts();
-                let open = connection.map(|connection| Open { to, sender, connection, tcp });
+                let open =
+                    connection.map(|connection| Open { to, sender, connection, tcp, same_task });
                 Attempt::Answered(Box::new(Exchange { head, body, open, connector: None }))
             }
             // Given back only when nothing of it was written: safe to send again.
@@ -376,36 +382,54 @@ impl Exchange {
     }
 
     fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, BoxError>> {
-        let mut connection_over = None;
-        if let Some(open) = &mut self.open
-            && let Poll::Ready(result) = Pin::new(&mut open.connection).poll(cx)
-        {
-            // What is left of the body is already in hyper's hands; a failure shows there too.
-            connection_over = Some(result);
-        }
-        if connection_over.is_some() {
-            self.open = None;
-        }
-        loop {
-            match Pin::new(&mut self.body).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Poll::Ready(Ok(Some(data)));
+        let polled = match &mut self.open {
+            Some(Open { connection, same_task, .. }) => {
+                let body = &mut self.body;
+                let mut connection_over = false;
+                let polled = same_task.poll(cx, |cx| {
+                    // What is left of the body is already in hyper's hands once the connection
+                    // is over; a failure shows there too.
+                    if !connection_over && Pin::new(&mut *connection).poll(cx).is_ready() {
+                        connection_over = true;
                     }
-                    // Trailers: nothing to read in them.
-                }
-                Poll::Ready(Some(Err(err))) => {
+                    poll_data(body, cx)
+                });
+                if connection_over {
                     self.open = None;
-                    return Poll::Ready(Err(err.into()));
                 }
-                Poll::Ready(None) => {
-                    if let (Some(open), Some(connector)) = (self.open.take(), &self.connector) {
-                        connector.keep(open);
-                    }
-                    return Poll::Ready(Ok(None));
-                }
-                Poll::Pending => return Poll::Pending,
+                polled
             }
+            None => poll_data(&mut self.body, cx),
+        };
+        match polled {
+            Poll::Ready(Some(Ok(data))) => Poll::Ready(Ok(Some(data))),
+            Poll::Ready(Some(Err(err))) => {
+                self.open = None;
+                Poll::Ready(Err(err.into()))
+            }
+            Poll::Ready(None) => {
+                if let (Some(open), Some(connector)) = (self.open.take(), &self.connector) {
+                    connector.keep(open);
+                }
+                Poll::Ready(Ok(None))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// The body's next piece of data (trailers have nothing to read in them).
+fn poll_data(body: &mut Incoming, cx: &mut Context<'_>) -> Poll<Option<hyper::Result<Bytes>>> {
+    loop {
+        match Pin::new(&mut *body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    return Poll::Ready(Some(Ok(data)));
+                }
+            }
+            Poll::Ready(Some(Err(err))) => return Poll::Ready(Some(Err(err))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
         }
     }
 }

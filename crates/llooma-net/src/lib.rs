@@ -31,6 +31,7 @@ mod error;
 mod guard;
 mod redirect;
 mod resolver;
+mod same_task;
 mod tls;
 
 pub use check::{AddressCheck, ResolvedAddress, check_address};
@@ -42,3 +43,4 @@ pub use llooma_policy::{Decision, Origin, OutboundPolicy, PolicyError, Purpose, 
 /// layering check refuses a direct dependency on reqwest outside this crate.
 pub use reqwest;
 pub use resolver::{Lookup, Resolver, SystemResolver};
+pub use same_task::SameTask;
