@@ -32,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -267,7 +267,7 @@ async fn serve_connection(
             // The connection first: the idle check after it reads the phase the connection
             // has just left (see `IdleTooLong`).
             biased;
-            result = std::future::poll_fn(|cx| same_task.poll(cx, |cx| connection.as_mut().poll(cx))) => {
+            result = poll_fn(|cx| same_task.poll(cx, |cx| connection.as_mut().poll(cx))) => {
                 if let Err(err) = result {
                     tracing::debug!(%remote, error = %err, "connection ended with an error");
                 }

@@ -22,9 +22,11 @@
 //! (noted before the poll looks) or, when the poll has just ended, is passed on to the task
 //! (the waker looks at `polling` again after noting it).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
+
+use futures::task::AtomicWaker;
 
 /// Polls in a row at most, while wake-ups keep arriving during the poll, before the task lets
 /// the runtime schedule it again (a source that wakes on every poll, as tokio's cooperative
@@ -43,16 +45,7 @@ struct State {
     /// A wake-up arrived while they were being polled.
     woken: AtomicBool,
     /// The task that polls them now.
-    task: Mutex<Option<Waker>>,
-}
-
-impl State {
-    fn wake_task(&self) {
-        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        if let Some(task) = task {
-            task.wake();
-        }
-    }
+    task: AtomicWaker,
 }
 
 impl Wake for State {
@@ -68,7 +61,7 @@ impl Wake for State {
                 return;
             }
         }
-        self.wake_task();
+        self.task.wake();
     }
 }
 
@@ -91,7 +84,7 @@ impl SameTask {
         let state = Arc::new(State {
             polling: AtomicBool::new(false),
             woken: AtomicBool::new(false),
-            task: Mutex::new(None),
+            task: AtomicWaker::new(),
         });
         let waker = Waker::from(Arc::clone(&state));
         SameTask { state, waker }
@@ -104,12 +97,7 @@ impl SameTask {
         cx: &mut Context<'_>,
         mut work: impl FnMut(&mut Context<'_>) -> Poll<T>,
     ) -> Poll<T> {
-        {
-            let mut task = self.state.task.lock().unwrap_or_else(PoisonError::into_inner);
-            if !task.as_ref().is_some_and(|task| task.will_wake(cx.waker())) {
-                *task = Some(cx.waker().clone());
-            }
-        }
+        self.state.task.register(cx.waker());
         let mut inner = Context::from_waker(&self.waker);
         for _ in 0..ROUNDS {
             self.state.woken.store(false, Ordering::SeqCst);
@@ -148,6 +136,18 @@ mod tests {
         (count.clone(), Waker::from(count))
     }
 
+    /// Polls once for `task` with nothing ready, keeping the waker given, as a socket
+    /// registers with the reactor.
+    fn poll_keeping_the_waker(same: &SameTask, task: &Waker) -> Waker {
+        let mut kept = None;
+        let polled = same.poll(&mut Context::from_waker(task), |cx| {
+            kept = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        });
+        assert_eq!(polled, Poll::Pending);
+        kept.expect("the waker was given")
+    }
+
     #[test]
     fn a_wake_up_during_the_poll_polls_again_instead_of_waking_the_task() {
         let (count, task) = counting();
@@ -169,13 +169,7 @@ mod tests {
     fn a_wake_up_between_polls_wakes_the_task() {
         let (count, task) = counting();
         let same = SameTask::new();
-        let mut kept = None;
-        let polled = same.poll(&mut Context::from_waker(&task), |cx| {
-            kept = Some(cx.waker().clone()); // as a socket registers with the reactor
-            Poll::<()>::Pending
-        });
-        assert_eq!(polled, Poll::Pending);
-        kept.expect("registered").wake();
+        poll_keeping_the_waker(&same, &task).wake();
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
     }
 
@@ -199,13 +193,9 @@ mod tests {
         let (first_count, first) = counting();
         let (second_count, second) = counting();
         let same = SameTask::new();
-        let mut kept = None;
-        let _ = same.poll(&mut Context::from_waker(&first), |cx| {
-            kept = Some(cx.waker().clone());
-            Poll::<()>::Pending
-        });
+        let kept = poll_keeping_the_waker(&same, &first);
         let _ = same.poll(&mut Context::from_waker(&second), |_| Poll::<()>::Pending);
-        kept.expect("registered").wake();
+        kept.wake();
         assert_eq!(first_count.0.load(Ordering::SeqCst), 0);
         assert_eq!(second_count.0.load(Ordering::SeqCst), 1);
     }
