@@ -1,21 +1,17 @@
 //! The address ranges no outbound connection may reach unless an allow-list says so.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 
 /// One blocked range, with words for messages.
 #[derive(Debug, PartialEq, Eq)]
 pub struct BlockedRange {
-    /// The range in CIDR notation, e.g. `10.0.0.0/8`.
+    /// The range in CIDR notation, e.g. `10.0.0.0/8` (always `net`, a test says so).
     pub cidr: &'static str,
     /// Completes "address X is ...", e.g. `private`.
     pub description: &'static str,
-    net: Net,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Net {
-    V4 { bits: u32, prefix: u8 },
-    V6 { bits: u128, prefix: u8 },
+    net: IpNet,
 }
 
 const fn v4(
@@ -27,11 +23,8 @@ const fn v4(
     cidr: &'static str,
     description: &'static str,
 ) -> BlockedRange {
-    BlockedRange {
-        cidr,
-        description,
-        net: Net::V4 { bits: u32::from_be_bytes([a, b, c, d]), prefix },
-    }
+    let net = Ipv4Net::new_assert(Ipv4Addr::new(a, b, c, d), prefix);
+    BlockedRange { cidr, description, net: IpNet::V4(net) }
 }
 
 const fn v6(
@@ -40,13 +33,9 @@ const fn v6(
     cidr: &'static str,
     description: &'static str,
 ) -> BlockedRange {
-    let mut bits: u128 = 0;
-    let mut i = 0;
-    while i < 8 {
-        bits = (bits << 16) | segments[i] as u128;
-        i += 1;
-    }
-    BlockedRange { cidr, description, net: Net::V6 { bits, prefix } }
+    let [a, b, c, d, e, f, g, h] = segments;
+    let net = Ipv6Net::new_assert(Ipv6Addr::new(a, b, c, d, e, f, g, h), prefix);
+    BlockedRange { cidr, description, net: IpNet::V6(net) }
 }
 
 /// Every blocked range. More specific ranges come before the ranges that contain them, so the
@@ -106,17 +95,8 @@ impl BlockedRange {
     }
 
     fn contains(&self, ip: IpAddr) -> bool {
-        match (&self.net, ip) {
-            (Net::V4 { bits, prefix }, IpAddr::V4(ip)) => {
-                let mask = u32::MAX.checked_shl(32 - u32::from(*prefix)).unwrap_or(0);
-                u32::from(ip) & mask == *bits
-            }
-            (Net::V6 { bits, prefix }, IpAddr::V6(ip)) => {
-                let mask = u128::MAX.checked_shl(128 - u32::from(*prefix)).unwrap_or(0);
-                u128::from(ip) & mask == *bits
-            }
-            _ => false,
-        }
+        // An IPv4 range never contains an IPv6 address, nor the reverse.
+        self.net.contains(&ip)
     }
 }
 
@@ -128,4 +108,21 @@ impl BlockedRange {
 /// stack translates them.
 pub fn classify_ip(ip: IpAddr) -> Option<&'static BlockedRange> {
     BLOCKED_RANGES.iter().find(|range| range.contains(ip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_range_s_words_name_the_range_it_is() {
+        for range in &BLOCKED_RANGES {
+            assert_eq!(range.cidr.parse::<IpNet>(), Ok(range.net), "{}", range.cidr);
+            // Written as its network address: nothing below the prefix is set.
+            assert_eq!(range.net, range.net.trunc(), "{}", range.cidr);
+        }
+        for local in LOCAL_NETWORK {
+            assert!(BLOCKED_RANGES.iter().any(|range| range.cidr == local), "{local}");
+        }
+    }
 }
