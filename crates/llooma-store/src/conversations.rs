@@ -14,7 +14,9 @@ use sea_orm::{
 use llooma_types::{EncodedEvent, EndState, Step, StepState, TurnEvent};
 
 use crate::entities::{conversations, messages, turn_events, turns};
-use crate::turn_writes::{EVENT_POSTGRES, TURN_ERROR_SQLITE, insert_event};
+use crate::turn_writes::{
+    APPEND_ATTEMPTS, EVENT_POSTGRES, TURN_ERROR_SQLITE, insert_event, message_id,
+};
 use crate::{Store, StoreError, StoreResult, is_unique_violation, now_ms};
 
 /// A conversation as stored.
@@ -77,10 +79,6 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
     }
 }
 
-/// Numbering an event again after another replica took its number (Postgres), at most this
-/// often.
-pub(crate) const APPEND_ATTEMPTS: usize = 5;
-
 /// Whether messages wait for the full-text index: any above the mark (SQLite, migration m0018).
 const ANY_PENDING_SQLITE: &str = "SELECT EXISTS (SELECT 1 FROM messages \
     WHERE rowid > (SELECT indexed_through FROM messages_search_mark))";
@@ -91,13 +89,6 @@ const INDEX_PENDING_SQLITE: &str = "INSERT INTO messages_search (rowid, content)
 /// Every message is indexed now.
 const MOVE_MARK_SQLITE: &str = "UPDATE messages_search_mark \
     SET indexed_through = (SELECT MAX(rowid) FROM messages) WHERE id = 1";
-
-/// A new message's id: its time first, so ids sort by time, then a UUID v7, which this process
-/// hands out in increasing order, so that messages written within the same millisecond (a
-/// person's message and a fast model's reply) still sort in the order they were written.
-pub(crate) fn message_id(now_ms: i64) -> String {
-    format!("{now_ms:015}-{}", uuid::Uuid::now_v7().simple())
-}
 
 impl Store {
     pub async fn create_conversation(

@@ -118,6 +118,8 @@ impl InlineSqlite {
         conn.busy_timeout(Duration::ZERO).map_err(sqlite_error)?;
         conn.execute_batch("PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL;")
             .map_err(sqlite_error)?;
+        // Never a checkpoint on the request path (see `checkpoint`).
+        conn.execute_batch(crate::checkpoint::CONNECTION_PRAGMAS).map_err(sqlite_error)?;
         conn.set_prepared_statement_cache_capacity(PREPARED_STATEMENTS);
         Ok(InlineSqlite { conn: Mutex::new(conn) })
     }

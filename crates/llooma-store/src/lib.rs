@@ -11,6 +11,7 @@ mod accounts;
 mod approvals;
 mod bots;
 mod catalogue;
+mod checkpoint;
 mod columns;
 mod consent;
 mod conversations;
@@ -120,6 +121,8 @@ pub struct Store {
     engine: Engine,
     /// On SQLite, the connection the hot path's statements run on (see [`inline`]).
     inline: Option<Arc<inline::InlineSqlite>>,
+    /// On SQLite, the thread that checkpoints the log (see [`checkpoint`]).
+    _checkpoints: Option<Arc<checkpoint::Checkpointer>>,
 }
 
 /// Key of the Postgres advisory lock held while migrating, so replicas starting together take
@@ -162,6 +165,9 @@ impl Store {
                         .busy_timeout(Duration::from_secs(5))
                         .foreign_keys(true)
                         .create_if_missing(true)
+                        // Checkpoints run on a thread of their own (see `checkpoint`).
+                        .pragma("wal_autocheckpoint", "0")
+                        .pragma("journal_size_limit", checkpoint::JOURNAL_SIZE_LIMIT.to_string())
                 });
             }
             Engine::Postgres => {
@@ -175,11 +181,14 @@ impl Store {
             }
         }
         let db = Database::connect(options).await?;
-        let inline = match file {
-            Some(file) => Some(Arc::new(inline::InlineSqlite::open(&file)?)),
-            None => None,
+        let (inline, checkpoints) = match file {
+            Some(file) => (
+                Some(Arc::new(inline::InlineSqlite::open(&file)?)),
+                Some(Arc::new(checkpoint::Checkpointer::start(&file)?)),
+            ),
+            None => (None, None),
         };
-        Ok(Store { db, engine, inline })
+        Ok(Store { db, engine, inline, _checkpoints: checkpoints })
     }
 
     /// Begins a transaction on sea-orm's connection. On SQLite it holds the hot path's

@@ -11,8 +11,18 @@ use sea_orm::{ConnectionTrait, DbErr, Statement};
 
 use llooma_types::{EncodedEvent, EndState, TurnEvent, TurnStarted};
 
-use crate::conversations::{APPEND_ATTEMPTS as ATTEMPTS, message_id};
 use crate::{Store, StoreError, StoreResult, inline, is_unique_violation, now_ms};
+
+/// Numbering an event again after another replica took its number (Postgres), at most this
+/// often.
+pub(crate) const APPEND_ATTEMPTS: usize = 5;
+
+/// A new message's id: its time first, so ids sort by time, then a UUID v7, which this process
+/// hands out in increasing order, so that messages written within the same millisecond (a
+/// person's message and a fast model's reply) still sort in the order they were written.
+pub(crate) fn message_id(now_ms: i64) -> String {
+    format!("{now_ms:015}-{}", uuid::Uuid::now_v7().simple())
+}
 
 /// An event numbered after the conversation's last and written, in one statement (no
 /// read-then-write); the database gives back its number.
@@ -125,7 +135,7 @@ impl Store {
             };
         }
         let backend = self.backend();
-        for _ in 0..ATTEMPTS {
+        for _ in 0..APPEND_ATTEMPTS {
             let now = now_ms();
             let values: [sea_orm::Value; 8] = [
                 turn_id.as_str().into(),
@@ -203,7 +213,7 @@ impl Store {
             .map(|i| format!("({}, ${}, ${})", i + 1, 6 + 2 * i, 7 + 2 * i))
             .collect();
         let sql = CLOSE_POSTGRES.replace("{rows}", &rows.join(", "));
-        for _ in 0..ATTEMPTS {
+        for _ in 0..APPEND_ATTEMPTS {
             let now = now_ms();
             let mut values: Vec<sea_orm::Value> = vec![
                 message_id(now).into(),
@@ -283,7 +293,7 @@ impl Store {
                 .await?);
         }
         let backend = self.backend();
-        for _ in 0..ATTEMPTS {
+        for _ in 0..APPEND_ATTEMPTS {
             let values: [sea_orm::Value; 7] = [
                 conversation_id.into(),
                 turn_id.into(),

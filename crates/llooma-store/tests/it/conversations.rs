@@ -533,3 +533,34 @@ fn assert_index_whole(db: &TestDb) {
         .expect("the full-text index matches the messages");
     }
 }
+
+/// SQLite: the log is folded into the database file by the checkpoint thread within seconds of
+/// a write, with nothing else happening, and well before it reaches SQLite's own threshold
+/// (1,000 pages), at which the connection that wrote last would have done it on the request
+/// path.
+#[tokio::test]
+async fn sqlite_s_log_is_checkpointed_in_the_background_soon_after_a_write() {
+    if support::engine() != Engine::Sqlite {
+        return;
+    }
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let account = account(&store, "ada").await;
+    let conversation = store.create_conversation(&account, "Long", None, None).await.unwrap();
+    let file = db.url().trim_start_matches("sqlite://").split('?').next().unwrap().to_owned();
+    // Let the checkpoints of the set-up happen, then measure from there.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let before = std::fs::metadata(&file).unwrap().len();
+    // About 400 pages of 4 KiB: under the automatic threshold.
+    let text = "a line of a long message; ".repeat(4000);
+    for _ in 0..16 {
+        store.add_message(&conversation.id, "user", &text, None).await.unwrap();
+    }
+    let until = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut grown = std::fs::metadata(&file).unwrap().len();
+    while grown < before + 1_000_000 && tokio::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        grown = std::fs::metadata(&file).unwrap().len();
+    }
+    assert!(grown >= before + 1_000_000, "the database file is {grown} bytes, {before} before");
+}
