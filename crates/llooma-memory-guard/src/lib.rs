@@ -42,7 +42,8 @@ mod turn;
 mod wrap;
 
 pub use error::GuardError;
-pub use turn::{ClosedBy, McpAnswerKind, MemoryAccess, Refusal, TurnGuard, WriteVerdict};
+pub use turn::{ClosedBy, MemoryAccess, Refusal, TurnGuard, WriteVerdict};
 pub use wrap::{
-    CLOSER_PREFIX, Caps, ContentKind, MARKER_END, OPENER_PREFIX, Source, Truncation, Wrapped, wrap,
+    CLOSER_PREFIX, Caps, ContentKind, MARKER_END, McpAnswerKind, OPENER_PREFIX, Source, Truncation,
+    Wrapped, wrap,
 };

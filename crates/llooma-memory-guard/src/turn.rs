@@ -1,43 +1,12 @@
 //! Per-turn state: memory is closed for the rest of a turn once an MCP server has answered.
 
-use std::fmt;
-
 use serde::{Deserialize, Serialize};
 
 use crate::neutralize;
-use crate::wrap::{self, Caps, Source, Wrapped};
+use crate::wrap::{self, Caps, McpAnswerKind, Source, Wrapped};
 
 /// Longest server label quoted in a refusal, in characters.
 const MAX_LABEL_CHARS: usize = 120;
-
-/// The ways an MCP server answers within a turn. Any of them closes memory for the rest of it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpAnswerKind {
-    /// A tool call returned a result.
-    ToolResult,
-    /// A resource was read.
-    ResourceRead,
-    /// A prompt was fetched.
-    PromptGet,
-}
-
-impl McpAnswerKind {
-    /// A short phrase for messages, e.g. `a tool result`.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::ToolResult => "a tool result",
-            Self::ResourceRead => "a resource",
-            Self::PromptGet => "a prompt",
-        }
-    }
-}
-
-impl fmt::Display for McpAnswerKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.describe())
-    }
-}
 
 /// The MCP answer that closed memory for the turn.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,35 @@ use serde::{Deserialize, Serialize};
 
 use crate::GuardError;
 use crate::neutralize::{self, Options};
-use crate::turn::McpAnswerKind;
+
+/// The ways an MCP server answers within a turn. Any of them closes memory for the rest of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpAnswerKind {
+    /// A tool call returned a result.
+    ToolResult,
+    /// A resource was read.
+    ResourceRead,
+    /// A prompt was fetched.
+    PromptGet,
+}
+
+impl McpAnswerKind {
+    /// A short phrase for messages, e.g. `a tool result`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::ToolResult => "a tool result",
+            Self::ResourceRead => "a resource",
+            Self::PromptGet => "a prompt",
+        }
+    }
+}
+
+impl fmt::Display for McpAnswerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
 
 /// Every block opens with this, at the very start of the wrapped text.
 pub const OPENER_PREFIX: &str = "<<<untrusted mcp ";

@@ -107,9 +107,12 @@ impl Message {
 /// them out anew each time was a fifth of a plain turn's instructions. Cheap to clone: each
 /// message's text is shared, not copied.
 #[derive(Debug, Clone, Default)]
+///
+/// Messages are written out by `wire.rs` ([`EncodedMessages::push`]), which alone knows the
+/// wire format's field names.
 pub struct EncodedMessages {
-    each: Vec<Arc<RawValue>>,
-    bytes: usize,
+    pub(crate) each: Vec<Arc<RawValue>>,
+    pub(crate) bytes: usize,
 }
 
 impl EncodedMessages {
@@ -120,18 +123,6 @@ impl EncodedMessages {
             encoded.push(message);
         }
         encoded
-    }
-
-    /// Writes out one more message, after the others (an encoded run joins as it is).
-    pub fn push(&mut self, message: &Message) {
-        if let Message::Encoded(run) = message {
-            self.each.extend(run.each.iter().cloned());
-            self.bytes += run.bytes;
-            return;
-        }
-        let one = crate::wire::encode_message(message);
-        self.bytes += one.get().len();
-        self.each.push(Arc::from(one));
     }
 
     /// How many messages.
@@ -196,23 +187,15 @@ impl ToolsSize {
 /// One tool definition written as the provider receives it. The same definitions go out in
 /// every request of a turn, and the app's own tools in every turn: written once, they are
 /// neither rebuilt nor written again for each request (and for weighing it). Cheap to clone.
+///
+/// Written out by `wire.rs` ([`EncodedTool::from_parts`]).
 #[derive(Debug, Clone)]
-pub struct EncodedTool(Arc<RawValue>);
+pub struct EncodedTool(pub(crate) Arc<RawValue>);
 
 impl EncodedTool {
     /// `tool`, written out.
     pub fn new(tool: &ToolDefinition) -> Self {
         Self::from_parts(&tool.name, tool.description.as_deref(), &tool.parameters)
-    }
-
-    /// The definition of these parts, written out (nothing copied into a [`ToolDefinition`]
-    /// first).
-    pub fn from_parts(
-        name: &str,
-        description: Option<&str>,
-        parameters: &serde_json::Value,
-    ) -> Self {
-        EncodedTool(Arc::from(crate::wire::encode_tool(name, description, parameters)))
     }
 }
 

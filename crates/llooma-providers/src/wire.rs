@@ -5,7 +5,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::types::{ChatRequest, Message, ModelInfo, ToolChoice, Usage};
+use std::sync::Arc;
+
+use crate::types::{
+    ChatRequest, EncodedMessages, EncodedTool, Message, ModelInfo, ToolChoice, Usage,
+};
 
 /// The request body for `POST /chat/completions` with `stream: true`, as JSON text. Written
 /// straight from the request (nothing copied into an intermediate JSON tree: a long history or
@@ -27,7 +31,7 @@ pub(crate) fn request_body(request: &ChatRequest, include_usage: bool) -> String
         .unwrap_or_else(|e| unreachable!("a request always serializes: {e}"))
 }
 
-/// One tool definition written out, for [`crate::EncodedTool`].
+/// One tool definition written out, for [`EncodedTool`].
 pub(crate) fn encode_tool(
     name: &str,
     description: Option<&str>,
@@ -38,13 +42,39 @@ pub(crate) fn encode_tool(
         .unwrap_or_else(|e| unreachable!("a tool always serializes: {e}"))
 }
 
-/// One message written out, for [`crate::EncodedMessages`].
+/// One message written out, for [`EncodedMessages`].
 pub(crate) fn encode_message(message: &Message) -> Box<RawValue> {
     let Some(wire) = wire_message(message) else {
         unreachable!("an encoded run is joined, not written again")
     };
     serde_json::value::to_raw_value(&wire)
         .unwrap_or_else(|e| unreachable!("a message always serializes: {e}"))
+}
+
+impl EncodedMessages {
+    /// Writes out one more message, after the others (an encoded run joins as it is).
+    pub fn push(&mut self, message: &Message) {
+        if let Message::Encoded(run) = message {
+            self.each.extend(run.each.iter().cloned());
+            self.bytes += run.bytes;
+            return;
+        }
+        let one = encode_message(message);
+        self.bytes += one.get().len();
+        self.each.push(Arc::from(one));
+    }
+}
+
+impl EncodedTool {
+    /// The definition of these parts, written out (nothing copied into a
+    /// [`ToolDefinition`](crate::ToolDefinition) first).
+    pub fn from_parts(
+        name: &str,
+        description: Option<&str>,
+        parameters: &serde_json::Value,
+    ) -> Self {
+        EncodedTool(Arc::from(encode_tool(name, description, parameters)))
+    }
 }
 
 /// The entries of `messages`: each message, an encoded run spread out.
@@ -341,7 +371,7 @@ impl ModelList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{EncodedMessages, ToolCall, ToolDefinition, ToolsSize};
+    use crate::types::{ToolCall, ToolDefinition, ToolsSize};
 
     #[test]
     fn request_body_has_the_openai_shape() {
