@@ -471,6 +471,52 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     assert!(!tools.iter().any(|t| t.name == "Chatto-sneaky"), "a refused call reached the server");
 }
 
+/// A reply and a card made right after a sign-out never reach the tab that signed out: its
+/// stream ends before the sign-out is answered, not at the next periodic check of sessions.
+#[tokio::test]
+async fn a_tab_that_signed_out_receives_nothing_of_what_follows() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let McpWorld { model, server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
+    model.push(Reply::text("Hello from the model."));
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    let mut phone = server.tab();
+    assert_eq!(phone.login("root", PASSWORD).await.status, 200);
+    let mut phone_cards = Events::open(&phone, "/api/v1/approvals/events", None).await;
+    assert_eq!(phone_cards.next().await.0, "pending");
+    let mut phone_log =
+        Events::open(&phone, &format!("/api/v1/conversations/{id}/events"), None).await;
+
+    for round in 0..2 {
+        if round == 1 {
+            tab.login("root", PASSWORD).await;
+        }
+        let mut old = Events::open(&tab, &format!("/api/v1/events?conversation={id}"), None).await;
+        assert_eq!(old.next().await.0, "pending");
+        assert_eq!(tab.post("/api/v1/auth/logout", json!({})).await.status, 204);
+        let content = if round == 0 { "say hello" } else { "kitchen light on" };
+        let path = format!("/api/v1/conversations/{id}/messages");
+        assert_eq!(phone.post(&path, json!({"content": content})).await.status, 202);
+        if round == 0 {
+            assert_eq!(until_end(&mut phone_log).await.0, "Hello from the model.");
+        } else {
+            loop {
+                if phone_cards.next().await.0 == "appeared" {
+                    break;
+                }
+            }
+        }
+        let rest = old.rest_within(std::time::Duration::from_secs(1)).await;
+        let rest = rest.expect("the signed-out tab's stream is still open");
+        assert!(
+            !rest.contains("event: ") && !rest.contains("kitchen") && !rest.contains("Hello"),
+            "the signed-out tab received: {rest}"
+        );
+    }
+}
+
 /// The text and the steps of one turn, read until its end.
 async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
     let (text, steps, _) = read_turn_and_end(events).await;

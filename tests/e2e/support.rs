@@ -306,6 +306,20 @@ impl Events {
         }
     }
 
+    /// Everything the stream still sends until the server ends it, if it does within `limit`.
+    pub async fn rest_within(&mut self, limit: Duration) -> Option<String> {
+        use futures::StreamExt;
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut rest = std::mem::take(&mut self.buffer);
+        loop {
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Err(_) => return None,
+                Ok(None | Some(Err(_))) => return Some(rest),
+                Ok(Some(Ok(chunk))) => rest.push_str(&String::from_utf8_lossy(&chunk)),
+            }
+        }
+    }
+
     /// The next event's (name, data), waiting at most ten seconds.
     pub async fn next(&mut self) -> (String, Value) {
         self.next_within(Duration::from_secs(10)).await

@@ -182,6 +182,7 @@ pub async fn logout(
     signed_in: SignedIn,
 ) -> Result<Response, ApiError> {
     state.app.store.delete_session(&signed_in.session.token_hash).await?;
+    state.live_sessions.end(&signed_in.session.token_hash);
     let mut response = StatusCode::NO_CONTENT.into_response();
     response.headers_mut().insert(header::SET_COOKIE, session::clearing_cookie(&state)?);
     Ok(response)
@@ -247,6 +248,7 @@ pub async fn change_password(
     state.app.store.clear_login_failures(FailureScope::Account, &account.username).await?;
     let hash = state.passwords.hash(body.new_password).await?;
     state.app.store.change_password(&account.id, &hash).await?;
+    state.live_sessions.end_account(&account.id);
     tracing::info!(account = %account.id, "password changed; every session ended");
     let (view, cookie) = session::start(&state, &account, &client).await?;
     Ok(with_cookie(StatusCode::OK, view, cookie))

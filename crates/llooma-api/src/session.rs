@@ -144,27 +144,64 @@ const STREAM_SESSION_CHECK: std::time::Duration = std::time::Duration::from_secs
 /// The sessions this process's event streams belong to, checked together: one query every
 /// [`STREAM_SESSION_CHECK`] for all of them (not one per stream), in the database, so a session
 /// ended on any replica (sign-out, a password change, expiry) ends its streams here too.
+///
+/// A session ended by a request to this process ends its streams here before that request is
+/// answered ([`LiveSessions::end`], [`LiveSessions::end_account`]): a reply or a card produced
+/// right after a sign-out must not reach the tab that signed out, and the periodic check would
+/// leave it up to two seconds to do so.
 #[derive(Clone, Debug, Default)]
 pub struct LiveSessions {
-    /// Token hash → turned true when that session has ended.
-    watched: Arc<Mutex<HashMap<String, watch::Sender<bool>>>>,
+    /// Token hash → the session's account and a watch turned true when the session has ended.
+    watched: Arc<Mutex<HashMap<String, Watched>>>,
     /// Whether the checking task runs (it stops when no stream is left).
     checking: Arc<AtomicBool>,
 }
 
+/// One watched session.
+#[derive(Debug)]
+struct Watched {
+    account_id: String,
+    ended: watch::Sender<bool>,
+}
+
 impl LiveSessions {
-    fn watched(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<bool>>> {
+    fn watched(&self) -> std::sync::MutexGuard<'_, HashMap<String, Watched>> {
         self.watched.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn subscribe(&self, state: &AppState, token_hash: &str) -> watch::Receiver<bool> {
+    /// Ends the streams of the session `token_hash` at once.
+    pub fn end(&self, token_hash: &str) {
+        if let Some(session) = self.watched().remove(token_hash) {
+            let _ = session.ended.send(true);
+        }
+    }
+
+    /// Ends the streams of every session of `account_id` at once.
+    pub fn end_account(&self, account_id: &str) {
+        let mut watched = self.watched();
+        watched.retain(|_, session| {
+            if session.account_id != account_id {
+                return true;
+            }
+            let _ = session.ended.send(true);
+            false
+        });
+    }
+
+    fn subscribe(
+        &self,
+        state: &AppState,
+        token_hash: &str,
+        account_id: &str,
+    ) -> watch::Receiver<bool> {
         let receiver = {
             let mut watched = self.watched();
             match watched.get(token_hash) {
-                Some(sender) => sender.subscribe(),
+                Some(session) => session.ended.subscribe(),
                 None => {
-                    let (sender, receiver) = watch::channel(false);
-                    watched.insert(token_hash.to_owned(), sender);
+                    let (ended, receiver) = watch::channel(false);
+                    let account_id = account_id.to_owned();
+                    watched.insert(token_hash.to_owned(), Watched { account_id, ended });
                     receiver
                 }
             }
@@ -181,7 +218,7 @@ impl LiveSessions {
             tokio::time::sleep(STREAM_SESSION_CHECK).await;
             let hashes: Vec<String> = {
                 let mut watched = self.watched();
-                watched.retain(|_, sender| sender.receiver_count() > 0);
+                watched.retain(|_, session| session.ended.receiver_count() > 0);
                 if watched.is_empty() {
                     // Nobody left to tell; the next stream starts the task again.
                     self.checking.store(false, Ordering::Release);
@@ -194,8 +231,8 @@ impl LiveSessions {
                 Ok(standing) => {
                     let mut watched = self.watched();
                     for hash in hashes.iter().filter(|h| !standing.contains(*h)) {
-                        if let Some(sender) = watched.remove(hash) {
-                            let _ = sender.send(true);
+                        if let Some(session) = watched.remove(hash) {
+                            let _ = session.ended.send(true);
                         }
                     }
                 }
@@ -209,13 +246,14 @@ impl LiveSessions {
 impl SignedIn {
     /// Ends when this request's session does, whichever way: sign-out, a password change (which
     /// ends every session of the account), expiry, or removal through another replica. Event
-    /// streams end with it, so a tab that signed out stops receiving replies and cards within
-    /// a few seconds.
+    /// streams end with it: at once when the session was ended through this process, within a
+    /// few seconds when through another replica.
     pub fn session_ended(
         &self,
         state: &AppState,
     ) -> impl Future<Output = ()> + Send + 'static + use<> {
-        let mut ended = state.live_sessions.subscribe(state, &self.session.token_hash);
+        let mut ended =
+            state.live_sessions.subscribe(state, &self.session.token_hash, &self.account.id);
         async move {
             // An error means the watch was dropped without an end: treat it as ended.
             let _ = ended.wait_for(|ended| *ended).await;
