@@ -129,6 +129,71 @@ async fn when_the_hard_limit_is_1024_the_connection_cap_makes_room_for_new_reque
     assert!(!log.contains("Too many open files"), "{log}");
 }
 
+/// Clients that send a sign-in's head and then its body one byte every two seconds, each on a
+/// task of its own, until the server closes their connection.
+async fn trickling_crowd(server: &Server) -> Vec<tokio::task::JoinHandle<()>> {
+    let address = address(server);
+    let head = format!(
+        "POST /api/v1/auth/login HTTP/1.1\r\nhost: {address}\r\norigin: {}\r\n\
+         content-type: application/json\r\ncontent-length: 100000\r\n\r\n",
+        server.base
+    );
+    let mut crowd = Vec::with_capacity(IDLE_CONNECTIONS);
+    for _ in 0..IDLE_CONNECTIONS {
+        let head = head.clone();
+        crowd.push(tokio::spawn(async move {
+            let Ok(mut stream) = TcpStream::connect(address).await else { return };
+            if stream.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            loop {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                if stream.write_all(b" ").await.is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    crowd
+}
+
+/// Repeats `/healthz` on fresh connections until it answers, at most until `deadline`.
+async fn health_answers_by(base: &str, deadline: tokio::time::Instant) -> bool {
+    let http = reqwest::Client::builder().no_proxy().pool_max_idle_per_host(0).build().unwrap();
+    while tokio::time::Instant::now() < deadline {
+        let asked = http.get(format!("{base}/healthz")).send();
+        if let Ok(Ok(reply)) = tokio::time::timeout(Duration::from_secs(1), asked).await
+            && reply.status() == 200
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn clients_trickling_their_bodies_under_a_hard_limit_of_1024_are_cut_off() {
+    make_room_for_sockets_here();
+    let db = TestDb::new();
+    let server = Server::start_with_open_files(&db, "1024:1024", &[]);
+    let mut root = Tab::new(&server.base);
+    assert_eq!(root.register("root", PASSWORD).await.status, 201);
+
+    let arrived = tokio::time::Instant::now();
+    let crowd = trickling_crowd(&server).await;
+    assert!(
+        health_answers_by(&server.base, arrived + Duration::from_secs(30)).await,
+        "/healthz did not answer within 30 s of the trickling crowd"
+    );
+    sign_in(&server.base, Duration::from_secs(10)).await;
+    for client in crowd {
+        client.abort();
+    }
+    let log = server.log_text();
+    assert!(!log.contains("Too many open files"), "{log}");
+}
+
 /// Reads until the server closes the connection, at most `limit`; whether it did.
 async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
     let mut buffer = [0u8; 4096];

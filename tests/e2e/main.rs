@@ -14,6 +14,7 @@ mod cli;
 mod connections;
 mod conversations;
 mod mcp_servers;
+mod outbound;
 mod peers;
 mod secrets;
 mod sessions;

@@ -154,11 +154,12 @@ const DIRECT_RULES: &[DirectRule] = &[
               may open the database directly to look at or tamper with what is stored)",
     },
     DirectRule {
-        scope: Scope::AllExcept(&["llooma-net", "llooma-e2e", "xtask"]),
+        scope: Scope::AllExcept(&["llooma-e2e", "xtask"]),
         forbidden: &["reqwest"],
         kinds: NON_DEV,
-        why: "only llooma-net builds an HTTP client that reaches the network (it enforces the \
-              outbound policy); tests may use reqwest as a dev-dependency",
+        why: "llooma-net is the one outbound HTTP client (it enforces the outbound policy), on \
+              hyper's connections; a second HTTP library would be a second client. Tests may use \
+              reqwest as a dev-dependency",
     },
     DirectRule {
         scope: Scope::Under(&["crates/llooma-web"]),
@@ -233,6 +234,12 @@ const NO_TRANSITIVE: &[TransitiveRule] = &[
     TransitiveRule { krate: "llooma-tool-naming", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-memory-guard", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-types", forbidden: "tokio", why: PURE_WHY },
+    TransitiveRule {
+        krate: "llooma-server",
+        forbidden: "reqwest",
+        why: "the product has one outbound HTTP client, llooma-net; a library that brings its own \
+              (rmcp's reqwest transport) is given llooma-net's through its transport trait",
+    },
 ];
 
 /// Where ARCHITECTURE.md holds the crate graph this module writes and checks.
@@ -488,7 +495,7 @@ mod tests {
     fn allowed_edges_pass() {
         let w = ws(vec![
             member("llooma-store", "crates/llooma-store", &[("sea-orm", DepKind::Normal)]),
-            member("llooma-net", "crates/llooma-net", &[("reqwest", DepKind::Normal)]),
+            member("llooma-net", "crates/llooma-net", &[("hyper", DepKind::Normal)]),
             member(
                 "llooma-api",
                 "crates/llooma-api",
@@ -515,9 +522,11 @@ mod tests {
                 &[("sea-orm", DepKind::Normal), ("reqwest", DepKind::Normal)],
             ),
             member("llooma-migration", "migrations", &[("eyre", DepKind::Build)]),
+            member("llooma-net", "crates/llooma-net", &[("reqwest", DepKind::Normal)]),
         ]);
         let v = direct_violations(&w);
-        assert_eq!(v.len(), 5, "{v:#?}");
+        assert_eq!(v.len(), 6, "{v:#?}");
+        assert!(v.iter().any(|s| s.contains("`llooma-net`") && s.contains("`reqwest`")));
         assert!(v[0].contains("`llooma-api`") && v[0].contains("`sea-orm`"));
         assert!(v.iter().any(|s| s.contains("`llooma-e2e`") && s.contains("`sea-orm`")));
         assert!(v.iter().any(|s| s.contains("`llooma-api`") && s.contains("`reqwest`")));

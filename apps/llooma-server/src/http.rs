@@ -21,6 +21,19 @@
 //! - Neither timeout runs while a request is in flight, that is until its response is fully
 //!   written: an event stream open for hours (`/api/v1/approvals/events`) is a response being
 //!   written, not an idle connection. Shutdown ends event streams (`stop_tx`).
+//! - But a request in flight cannot be held open by its client either:
+//!   - its body must arrive within `request_body_timeout_secs` (20 s) plus one second per
+//!     `request_body_min_rate` bytes (500) received, as Apache's `mod_reqtimeout` does with
+//!     `body=20,MinRate=500` ([`PacedBody`]): a photo over a slow phone line keeps well ahead,
+//!     a client trickling a byte every two seconds is answered 408 and closed after 20 s;
+//!   - a response the client does not read is closed once nothing could be written for
+//!     `response_write_timeout_secs` (30 s). An event stream whose reader reads is never
+//!     stuck that long (the socket's buffer takes what a quiet stream sends), so only a reader
+//!     that stopped reading is cut.
+//!
+//!   Without these, 1,100 clients that each sent a request head and then a byte every two
+//!   seconds counted as busy, were never evicted, and shut everyone out under a limit of
+//!   1,024 open files.
 //! - Connection cap (`max_connections`; automatic: the soft limit less a reserve of a tenth of it,
 //!   at least 64, for the database pool, outbound clients (model providers, MCP servers, pages,
 //!   chat servers), the listening socket and files; 922 under a limit of 1024). At the cap the
@@ -35,7 +48,7 @@ use std::convert::Infallible;
 use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context as TaskContext, Poll};
 use std::time::{Duration, Instant};
@@ -47,7 +60,7 @@ use futures::task::AtomicWaker;
 use http_body::{Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use llooma_net::SameTask;
+use llooma_task::SameTask;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -58,7 +71,19 @@ use tower::ServiceExt;
 pub(crate) struct ConnectionLimits {
     pub(crate) header_read: Duration,
     pub(crate) keep_alive: Duration,
+    /// How fast a request body must arrive.
+    pub(crate) body: BodyPace,
+    /// How long a response may be stuck, its client reading nothing.
+    pub(crate) write: Duration,
     pub(crate) cap: usize,
+}
+
+/// A request body's pace: it must be complete within `grace` plus one second per `min_rate`
+/// bytes received.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BodyPace {
+    pub(crate) grace: Duration,
+    pub(crate) min_rate: u64,
 }
 
 /// Open files kept back from connections: a tenth of the limit, and at least this many.
@@ -238,13 +263,20 @@ async fn serve_connection(
     let io = TokioIo::new(Watched { stream, activity: activity.clone() });
     let service = {
         let activity = activity.clone();
-        hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = activity.begin_request();
+            let paced = PacedStart::new(activity.clone(), limits.body);
+            let mut request = request.map(|body| paced.over(body));
             // What `into_make_service_with_connect_info` gave handlers: the client's address.
             request.extensions_mut().insert(ConnectInfo(remote));
             let app = app.clone();
+            let activity = activity.clone();
             async move {
-                let Ok(response) = app.oneshot(request).await;
+                let Ok(mut response) = app.oneshot(request).await;
+                if activity.body_too_slow.swap(false, Ordering::Relaxed) {
+                    // Whatever the handler made of a body cut short, the client is told why.
+                    response = too_slow();
+                }
                 Ok::<_, Infallible>(
                     response.map(|body| InFlightBody { body, _in_flight: in_flight }),
                 )
@@ -314,6 +346,12 @@ struct Activity {
     /// another task (see `IdleTooLong`).
     evicted: AtomicWaker,
     idle: Arc<IdleList>,
+    /// A request's body arrived too slowly ([`PacedBody`]); its answer says so.
+    body_too_slow: AtomicBool,
+    /// When a write last found the socket full, in milliseconds after `opened` plus one; 0
+    /// while writes go through.
+    write_stuck_since: AtomicU64,
+    opened: Instant,
 }
 
 #[derive(Debug)]
@@ -333,6 +371,9 @@ impl Activity {
             waiting: AtomicBool::new(true),
             evicted: AtomicWaker::new(),
             idle,
+            body_too_slow: AtomicBool::new(false),
+            write_stuck_since: AtomicU64::new(0),
+            opened: Instant::now(),
         });
         {
             // Under its own lock, so an eviction finds the ticket set.
@@ -404,6 +445,26 @@ impl Activity {
         true
     }
 
+    /// A write found the socket full (`true`) or went through (`false`).
+    fn write_stuck(&self, stuck: bool) {
+        let since = self.write_stuck_since.load(Ordering::Relaxed);
+        if stuck && since == 0 {
+            let now = self.opened.elapsed().as_millis();
+            let now = u64::try_from(now).unwrap_or(u64::MAX - 1).saturating_add(1);
+            self.write_stuck_since.store(now, Ordering::Relaxed);
+        } else if !stuck && since != 0 {
+            self.write_stuck_since.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Since when writes have found the socket full, if they do.
+    fn stuck_since(&self) -> Option<Instant> {
+        match self.write_stuck_since.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(self.opened + Duration::from_millis(ms - 1)),
+        }
+    }
+
     fn is_busy(&self) -> bool {
         matches!(self.lock().phase, Phase::Busy { .. })
     }
@@ -450,7 +511,11 @@ impl Future for IdleTooLong {
         this.activity.evicted.register(cx.waker());
         let deadline = match this.activity.lock().phase {
             Phase::Evicted => return Poll::Ready(()),
-            Phase::Busy { .. } => return Poll::Pending,
+            // A response whose client stopped reading: nothing written for too long.
+            Phase::Busy { .. } => match this.activity.stuck_since() {
+                Some(since) => since + this.limits.write,
+                None => return Poll::Pending,
+            },
             Phase::Waiting { since, fresh: true } | Phase::Reading { since } => {
                 since + this.limits.header_read
             }
@@ -543,6 +608,106 @@ impl http_body::Body for InFlightBody {
     }
 }
 
+/// A request body that must keep pace ([`BodyPace`]); when it falls behind, the read fails and
+/// the connection's [`Activity`] is told, so the answer is a 408.
+struct PacedBody {
+    body: Incoming,
+    activity: Arc<Activity>,
+    pace: BodyPace,
+    started: Instant,
+    received: u64,
+    /// Armed the first time the body has to be waited for (most arrive with their head).
+    timer: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+/// Made before the request is handed on; the body is put in when the request is.
+struct PacedStart {
+    activity: Arc<Activity>,
+    pace: BodyPace,
+    started: Instant,
+}
+
+impl PacedBody {
+    /// When the body must have arrived, given what has.
+    fn due(&self) -> Instant {
+        let earned = Duration::from_secs(self.received / self.pace.min_rate.max(1));
+        self.started + self.pace.grace + earned
+    }
+}
+
+impl PacedStart {
+    fn new(activity: Arc<Activity>, pace: BodyPace) -> PacedStart {
+        PacedStart { activity, pace, started: Instant::now() }
+    }
+
+    fn over(self, body: Incoming) -> PacedBody {
+        let PacedStart { activity, pace, started } = self;
+        PacedBody { body, activity, pace, started, received: 0, timer: None }
+    }
+}
+
+impl http_body::Body for PacedBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    this.received = this.received.saturating_add(data.len() as u64);
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(err))) => Poll::Ready(Some(Err(err.into()))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                let due = this.due();
+                let timer = match &mut this.timer {
+                    Some(timer) => {
+                        if timer.deadline() != due.into() {
+                            timer.as_mut().reset(due.into());
+                        }
+                        timer
+                    }
+                    None => this.timer.insert(Box::pin(tokio::time::sleep_until(due.into()))),
+                };
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.activity.body_too_slow.store(true, Ordering::Relaxed);
+                Poll::Ready(Some(Err("the request body arrived too slowly".into())))
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The answer to a request whose body arrived too slowly; the connection closes after it.
+fn too_slow() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::REQUEST_TIMEOUT,
+        [(axum::http::header::CONNECTION, "close")],
+        axum::Json(serde_json::json!({
+            "error": "request_timeout",
+            "message": "The request body arrived too slowly and was not read to its end. \
+                        Check the connection and send it again.",
+        })),
+    )
+        .into_response()
+}
+
 /// A connection's socket, telling its `Activity` when a request's first bytes arrive.
 struct Watched {
     stream: TcpStream,
@@ -570,7 +735,9 @@ impl AsyncWrite for Watched {
         cx: &mut TaskContext<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let written = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.activity.write_stuck(written.is_pending());
+        written
     }
 
     fn poll_write_vectored(
@@ -578,7 +745,9 @@ impl AsyncWrite for Watched {
         cx: &mut TaskContext<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.activity.write_stuck(written.is_pending());
+        written
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -652,6 +821,114 @@ mod tests {
         assert_eq!(throttle.ready(), None);
         throttle.last = Some(Instant::now() - Duration::from_secs(61));
         assert_eq!(throttle.ready(), Some(2));
+    }
+
+    /// A server on loopback with `limits`: `/endless` streams without end, `POST /echo`
+    /// answers the length of the body it read.
+    async fn serving(limits: ConnectionLimits) -> SocketAddr {
+        use axum::routing::{get, post};
+        let app = Router::new()
+            .route(
+                "/endless",
+                get(|| async {
+                    let chunk = Bytes::from(vec![b'x'; 64 * 1024]);
+                    let endless = futures::stream::repeat_with(move || {
+                        Ok::<_, std::convert::Infallible>(chunk.clone())
+                    });
+                    Body::from_stream(endless)
+                }),
+            )
+            .route("/echo", post(|body: Bytes| async move { body.len().to_string() }));
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        tokio::spawn(serve_http(listener, app, limits, std::future::pending()));
+        address
+    }
+
+    fn limits() -> ConnectionLimits {
+        ConnectionLimits {
+            header_read: Duration::from_secs(60),
+            keep_alive: Duration::from_secs(60),
+            body: BodyPace { grace: Duration::from_secs(1), min_rate: 500 },
+            write: Duration::from_secs(1),
+            cap: 64,
+        }
+    }
+
+    /// Everything the server sends until it closes the connection, if it does within `limit`.
+    async fn read_to_close(stream: &mut TcpStream, limit: Duration) -> Option<Vec<u8>> {
+        use tokio::io::AsyncReadExt;
+        let mut all = Vec::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+                Err(_) => return None,
+                Ok(Ok(0) | Err(_)) => return Some(all),
+                Ok(Ok(n)) => all.extend_from_slice(&buffer[..n]),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_trickled_body_is_answered_408_and_its_connection_closed() {
+        use tokio::io::AsyncWriteExt;
+        let address = serving(limits()).await;
+        let mut stream = TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        let trickle = async {
+            for _ in 0..20 {
+                if stream.write_all(b"x").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        };
+        let mut copy = TcpStream::connect(address).await.unwrap();
+        // A body that keeps pace is read whole meanwhile, on another connection.
+        copy.write_all(b"POST /echo HTTP/1.1\r\nhost: x\r\ncontent-length: 2000\r\n\r\n")
+            .await
+            .unwrap();
+        let steady = async {
+            for _ in 0..4 {
+                copy.write_all(&[b'y'; 500]).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+        };
+        tokio::join!(trickle, steady);
+        let answer = read_to_close(&mut stream, Duration::from_secs(5)).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+        assert!(answer.contains("too slowly"), "{answer}");
+        let mut buffer = [0u8; 1024];
+        let n = tokio::io::AsyncReadExt::read(&mut copy, &mut buffer).await.unwrap();
+        let answer = String::from_utf8_lossy(&buffer[..n]);
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("2000"), "{answer}");
+    }
+
+    #[tokio::test]
+    async fn a_response_its_client_does_not_read_is_closed_and_a_reader_is_not() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let address = serving(limits()).await;
+        let request = b"GET /endless HTTP/1.1\r\nhost: x\r\n\r\n";
+        let mut stalled = TcpStream::connect(address).await.unwrap();
+        stalled.write_all(request).await.unwrap();
+        let mut reader = TcpStream::connect(address).await.unwrap();
+        reader.write_all(request).await.unwrap();
+        // The reader reads for three seconds, past the write timeout; the other reads nothing.
+        let mut buffer = vec![0u8; 64 * 1024];
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        while tokio::time::Instant::now() < until {
+            let n = reader.read(&mut buffer).await.unwrap();
+            assert!(n > 0, "the server closed a response that was being read");
+        }
+        // What the stalled one was sent until the server gave up: bounded, then the end.
+        assert!(read_to_close(&mut stalled, Duration::from_secs(10)).await.is_some());
+        let n = reader.read(&mut buffer).await.unwrap();
+        assert!(n > 0);
     }
 
     #[test]

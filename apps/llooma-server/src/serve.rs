@@ -11,7 +11,7 @@ use llooma_store::Store;
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
 
-use crate::http::{ConnectionLimits, connection_cap, raise_open_files_limit, serve_http};
+use crate::http::{BodyPace, ConnectionLimits, connection_cap, raise_open_files_limit, serve_http};
 use crate::settings::Settings;
 
 /// The span of one request: tower-http's default (same name, level, fields and target, so
@@ -67,8 +67,10 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         catalogue_file: Arc::from(catalogue_file),
         ..ApiConfig::default()
     };
+    let connection_idle = Duration::from_secs(settings.outbound_idle_secs);
     let mcp_config = llooma_mcp_client::McpConfig {
         call_timeout: Duration::from_secs(settings.mcp_call_timeout_secs),
+        connection_idle_timeout: connection_idle,
         ..llooma_mcp_client::McpConfig::default()
     };
     let mcp = llooma_mcp_client::McpClient::new(outbound.clone(), mcp_config)
@@ -95,6 +97,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         mcp,
         vault: Arc::new(vault),
         outbound,
+        connection_idle,
         replica_id,
         stopping: stop_rx,
     })
@@ -142,6 +145,11 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let limits = ConnectionLimits {
         header_read: settings.header_read_timeout(),
         keep_alive: settings.keep_alive_timeout(),
+        body: BodyPace {
+            grace: Duration::from_secs(settings.request_body_timeout_secs),
+            min_rate: settings.request_body_min_rate,
+        },
+        write: Duration::from_secs(settings.response_write_timeout_secs),
         cap: connection_cap(open_files, settings.max_connections),
     };
     tracing::info!(

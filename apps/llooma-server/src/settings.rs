@@ -56,6 +56,18 @@ pub struct Settings {
     /// A kept-alive connection with no new request this long is closed. Responses being written,
     /// such as event streams, are never cut by either timeout.
     pub keep_alive_timeout_secs: u64,
+    /// A request body must arrive within this many seconds, plus one second for every
+    /// `request_body_min_rate` bytes received: a client trickling its body cannot hold a
+    /// connection for ever.
+    pub request_body_timeout_secs: u64,
+    /// Bytes per second a request body must keep up, after its first `request_body_timeout_secs`.
+    pub request_body_min_rate: u64,
+    /// A response the client stops reading is closed once nothing could be written for this
+    /// many seconds (an event stream whose reader reads is never stuck this long).
+    pub response_write_timeout_secs: u64,
+    /// How long an outbound connection (to a model provider, an MCP server, a chat server) kept
+    /// for reuse may sit unused before it is closed.
+    pub outbound_idle_secs: u64,
     /// Connections served at once; 0 means the open-files limit less a reserve (a tenth, at least
     /// 64). At the cap the longest-idle connection makes room, or a new one is closed at once.
     pub max_connections: u64,
@@ -103,6 +115,10 @@ impl Default for Settings {
             shutdown_grace_secs: 10,
             header_read_timeout_secs: 10,
             keep_alive_timeout_secs: 75,
+            request_body_timeout_secs: 20,
+            request_body_min_rate: 500,
+            response_write_timeout_secs: 30,
+            outbound_idle_secs: 90,
             max_connections: 0,
             mcp_watch_secs: 30,
             web_dir: None,
@@ -184,7 +200,7 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 13] = [
+        let numbers: [(&str, &mut u64); 17] = [
             ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
@@ -198,6 +214,10 @@ impl Settings {
             ("LLOOMA_HEADER_READ_TIMEOUT_SECS", &mut self.header_read_timeout_secs),
             ("LLOOMA_KEEP_ALIVE_TIMEOUT_SECS", &mut self.keep_alive_timeout_secs),
             ("LLOOMA_MAX_CONNECTIONS", &mut self.max_connections),
+            ("LLOOMA_REQUEST_BODY_TIMEOUT_SECS", &mut self.request_body_timeout_secs),
+            ("LLOOMA_REQUEST_BODY_MIN_RATE", &mut self.request_body_min_rate),
+            ("LLOOMA_RESPONSE_WRITE_TIMEOUT_SECS", &mut self.response_write_timeout_secs),
+            ("LLOOMA_OUTBOUND_IDLE_SECS", &mut self.outbound_idle_secs),
         ];
         for (name, field) in numbers {
             if let Some(v) = get(name) {
@@ -253,6 +273,18 @@ impl Settings {
         }
         if !(1..=86_400).contains(&self.keep_alive_timeout_secs) {
             bail!("keep_alive_timeout_secs must be between 1 and 86400 (the default is 75)");
+        }
+        if !(1..=3600).contains(&self.request_body_timeout_secs) {
+            bail!("request_body_timeout_secs must be between 1 and 3600 (the default is 20)");
+        }
+        if self.request_body_min_rate == 0 {
+            bail!("request_body_min_rate must be at least 1 byte per second (the default is 500)");
+        }
+        if !(1..=3600).contains(&self.response_write_timeout_secs) {
+            bail!("response_write_timeout_secs must be between 1 and 3600 (the default is 30)");
+        }
+        if !(1..=3600).contains(&self.outbound_idle_secs) {
+            bail!("outbound_idle_secs must be between 1 and 3600 (the default is 90)");
         }
         Ok(())
     }

@@ -2,10 +2,11 @@
 //! background task (cheap to clone: every part is shared).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use llooma_approval_broker::Broker;
 use llooma_mcp_client::McpClient;
-use llooma_net::{NetError, OutboundPolicy};
+use llooma_net::{NetClient, NetClientBuilder, NetError, OutboundPolicy, Purpose};
 use llooma_store::Store;
 use llooma_vault::Vault;
 use tokio::sync::watch;
@@ -27,6 +28,8 @@ pub struct App {
     pub mcp: McpClient,
     pub vault: Arc<Vault>,
     pub(crate) outbound: Arc<OutboundPolicy>,
+    /// How long an outbound connection kept for reuse may sit unused.
+    pub(crate) connection_idle: Duration,
     /// Turns running in this process and news of conversations' event logs.
     pub(crate) turns: Turns,
     /// Reads pages for `read_page` (the `fetch` purpose); one per instance.
@@ -49,6 +52,8 @@ pub struct AppParts {
     pub mcp: McpClient,
     pub vault: Arc<Vault>,
     pub outbound: Arc<OutboundPolicy>,
+    /// How long an outbound connection kept for reuse may sit unused before it is closed.
+    pub connection_idle: Duration,
     /// This process's id (the approval broker's replica id): the owner of the turns it runs.
     pub replica_id: String,
     pub stopping: watch::Receiver<bool>,
@@ -59,8 +64,11 @@ impl App {
     /// on first use).
     pub fn new(parts: AppParts) -> Result<App, NetError> {
         Ok(App {
-            pages: NetPageReader::new(parts.outbound.clone())?,
-            searches: SearchClients::new(parts.outbound.clone()),
+            pages: NetPageReader::new(
+                NetClient::builder(parts.outbound.clone(), Purpose::Fetch)
+                    .idle_timeout(parts.connection_idle),
+            )?,
+            searches: SearchClients::new(parts.outbound.clone(), parts.connection_idle),
             providers: ProviderClients::default(),
             snapshots: SnapshotCache::default(),
             turns: Turns::new(parts.replica_id),
@@ -69,6 +77,7 @@ impl App {
             mcp: parts.mcp,
             vault: parts.vault,
             outbound: parts.outbound,
+            connection_idle: parts.connection_idle,
             stopping: parts.stopping,
         })
     }
@@ -76,5 +85,10 @@ impl App {
     /// The outbound network policy every client is built under.
     pub fn outbound(&self) -> &OutboundPolicy {
         &self.outbound
+    }
+
+    /// A client of `purpose` under `policy`, keeping its connections as the instance says.
+    pub(crate) fn net(&self, policy: Arc<OutboundPolicy>, purpose: Purpose) -> NetClientBuilder {
+        NetClient::builder(policy, purpose).idle_timeout(self.connection_idle)
     }
 }

@@ -5,7 +5,7 @@
 //! Another account's id is not found. The polling itself is [`crate::bots`].
 
 use llooma_chatto_bot::ChattoError;
-use llooma_net::{NetClient, Purpose};
+use llooma_net::Purpose;
 use llooma_store::{BotConnection, BotIntegration, BotSettingsRow};
 use llooma_types::{
     BotAccountView as BotAccount, BotCardView as BotCard, BotContextSetting as ContextSetting,
@@ -318,7 +318,8 @@ async fn check(app: &App, address: &str, key: &Secret) -> Result<BotAccount, App
             "Paste the bot's API key (Chatto shows it once, when the bot is created).",
         ));
     }
-    let net = NetClient::builder(app.outbound.clone(), Purpose::Bot)
+    let net = app
+        .net(app.outbound.clone(), Purpose::Bot)
         .build()
         .map_err(|e| AppError::Internal(format!("building the chat-server client: {e}")))?;
     match llooma_chatto_bot::check_connection(net, address, Secret::new(key.expose().trim())).await

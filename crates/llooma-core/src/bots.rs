@@ -17,7 +17,7 @@ use llooma_chatto_bot::runtime::{IntegrationSpec, RunReport, RuntimeConfig, Runt
 use llooma_chatto_bot::{
     ActivationKey, ActivationLedger, BotSettings, ModelMessage, Responder, Role,
 };
-use llooma_net::{NetClient, Purpose};
+use llooma_net::Purpose;
 use llooma_store::{BotIntegration, BotRunReport, Store, StoreError};
 use llooma_vault::SecretContext;
 use tokio::sync::watch;
@@ -52,7 +52,7 @@ impl App {
         let app = self.clone();
         let config = RuntimeConfig::new(poll_every, self.turns.replica_id.clone());
         tokio::spawn(async move {
-            let net = match NetClient::builder(app.outbound.clone(), Purpose::Bot).build() {
+            let net = match app.net(app.outbound.clone(), Purpose::Bot).build() {
                 Ok(net) => net,
                 Err(err) => {
                     tracing::error!(error = %err, "bots cannot run: the chat-server client failed");

@@ -20,7 +20,9 @@ use crate::{
     App, AppError, FetchedPage, MemoryEntry, MemoryPort, PageReader, PortFuture, SearchHit,
     ToolError, WebSearch,
 };
-use llooma_net::{Decision, NetClient, NetError, Origin, OutboundPolicy, Purpose, Url};
+use llooma_net::{
+    Decision, NetClient, NetClientBuilder, NetError, Origin, OutboundPolicy, Purpose, Url,
+};
 use llooma_store::Store;
 use serde::Deserialize;
 
@@ -38,8 +40,9 @@ pub struct NetPageReader {
 }
 
 impl NetPageReader {
-    pub fn new(policy: Arc<OutboundPolicy>) -> Result<Self, NetError> {
-        let net = NetClient::builder(policy, Purpose::Fetch)
+    /// A reader on `net`, a client of the `fetch` purpose.
+    pub fn new(net: NetClientBuilder) -> Result<Self, NetError> {
+        let net = net
             .total_timeout(Some(PAGE_TIMEOUT))
             // The reader stops at MAX_PAGE_BYTES itself; the client's cap is the backstop.
             .max_response_bytes(MAX_PAGE_BYTES as u64 + 64 * 1024)
@@ -163,10 +166,15 @@ pub fn search_policy(policy: &OutboundPolicy, endpoint: &Url) -> OutboundPolicy 
 
 impl SearxSearch {
     /// A client for the service at `address`, under [`search_policy`].
-    pub fn new(policy: &OutboundPolicy, address: &str) -> Result<Self, SearchSetupError> {
+    pub fn new(
+        policy: &OutboundPolicy,
+        address: &str,
+        connection_idle: Duration,
+    ) -> Result<Self, SearchSetupError> {
         let endpoint = search_endpoint(address)?;
         let policy = search_policy(policy, &endpoint);
         let net = NetClient::builder(Arc::new(policy), Purpose::Search)
+            .idle_timeout(connection_idle)
             .total_timeout(Some(SEARCH_TIMEOUT))
             .max_response_bytes(MAX_SEARCH_BYTES)
             .build()?;
@@ -216,6 +224,7 @@ impl WebSearch for SearxSearch {
 #[derive(Clone, Debug)]
 pub struct SearchClients {
     policy: Arc<OutboundPolicy>,
+    connection_idle: Duration,
     /// The instance has one address at a time, so one slot: the last address and its client.
     current: Arc<Mutex<Option<(String, SearxSearch)>>>,
 }
@@ -223,8 +232,8 @@ pub struct SearchClients {
 impl SearchClients {
     /// Clients under the instance's outbound `policy` (each opens its service's origin to local
     /// networks, as [`SearxSearch::new`] does).
-    pub fn new(policy: Arc<OutboundPolicy>) -> Self {
-        SearchClients { policy, current: Arc::new(Mutex::new(None)) }
+    pub fn new(policy: Arc<OutboundPolicy>, connection_idle: Duration) -> Self {
+        SearchClients { policy, connection_idle, current: Arc::new(Mutex::new(None)) }
     }
 
     /// The client for `address`, built on first use and whenever the address changed.
@@ -235,7 +244,7 @@ impl SearchClients {
         {
             return Ok(client.clone());
         }
-        let client = SearxSearch::new(&self.policy, address)?;
+        let client = SearxSearch::new(&self.policy, address, self.connection_idle)?;
         *current = Some((address.to_owned(), client.clone()));
         Ok(client)
     }
@@ -330,7 +339,10 @@ mod tests {
 
     #[test]
     fn the_search_client_follows_the_configured_address() {
-        let clients = SearchClients::new(Arc::new(OutboundPolicy::public_only()));
+        let clients = SearchClients::new(
+            Arc::new(OutboundPolicy::public_only()),
+            llooma_net::DEFAULT_IDLE_TIMEOUT,
+        );
         let first = clients.get("http://127.0.0.1:8888").unwrap();
         assert_eq!(first.endpoint.as_str(), "http://127.0.0.1:8888/search");
         let again = clients.get("http://127.0.0.1:8888").unwrap();

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use llooma_net::{Decision, NetClient, Origin, OutboundPolicy, Purpose, Refusal, Url};
+use llooma_net::{Decision, Origin, OutboundPolicy, Purpose, Refusal, Url};
 use llooma_providers::{ProviderClient, ProviderConfig};
 use llooma_store::Provider;
 use llooma_types::{ModelChoice, ProviderModels};
@@ -111,7 +111,7 @@ impl App {
         }
         let policy = self.provider_policy(&provider.base_url, provider.local_network);
         let net = config
-            .configure_net_client(NetClient::builder(policy, Purpose::Provider))
+            .configure_net_client(self.net(policy, Purpose::Provider))
             .build()
             .map_err(|e| TurnError::Setup(e.to_string()))?;
         let client = ProviderClient::new(net, config)?;

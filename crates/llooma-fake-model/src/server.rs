@@ -54,6 +54,7 @@ pub struct FakeModelBuilder {
     fallback: Fallback,
     models: Vec<String>,
     log_requests: bool,
+    close_after_answer: bool,
 }
 
 impl FakeModelBuilder {
@@ -93,6 +94,13 @@ impl FakeModelBuilder {
         self
     }
 
+    /// Closes each connection after its answer (`Connection: close`), as a server without
+    /// keep-alive does. Default false.
+    pub fn close_after_answer(mut self, enabled: bool) -> Self {
+        self.close_after_answer = enabled;
+        self
+    }
+
     /// Binds 127.0.0.1 and starts serving on the current tokio runtime.
     pub async fn start(self) -> io::Result<FakeModel> {
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, self.port)).await?;
@@ -112,11 +120,19 @@ impl FakeModelBuilder {
             serial: AtomicU64::new(0),
             stopped,
         });
-        let app = Router::new()
+        let mut app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .fallback(unknown)
             .with_state(Arc::clone(&shared));
+        if self.close_after_answer {
+            app = app.layer(axum::middleware::map_response(|mut response: Response| async {
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                response
+            }));
+        }
         let mut until = shared.stopped.clone();
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -164,6 +180,7 @@ impl FakeModel {
             fallback: Fallback::Error,
             models: vec!["fake-model".to_owned()],
             log_requests: false,
+            close_after_answer: false,
         }
     }
 

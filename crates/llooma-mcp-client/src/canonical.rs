@@ -1,6 +1,7 @@
 //! The SHA-256 of a tool definition, over the canonical JSON of `llooma-policy` (the one
 //! [`canonical_json`] of the workspace: object keys sorted by their UTF-8 bytes, no
-//! insignificant whitespace), and the cutting of text to a byte budget.
+//! insignificant whitespace), and the cutting of text: to a byte budget, or to a one-line
+//! excerpt for messages.
 //!
 //! The canonical text is written by hand there rather than relying on `serde_json::Value`'s
 //! map order: that order is sorted only while no crate in the build turns on serde_json's
@@ -27,6 +28,20 @@ pub(crate) fn truncate(text: &str, max: usize, marker: &str) -> (String, bool) {
         end -= 1;
     }
     (format!("{}{marker}", &text[..end]), true)
+}
+
+/// One line, at most `max` characters: server-supplied text goes into error messages, and a
+/// multi-kilobyte HTML page there helps nobody.
+pub(crate) fn excerpt(text: &str, max: usize) -> String {
+    let one_line: String =
+        text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max + 1).collect();
+    let trimmed = one_line.trim();
+    if trimmed.chars().count() > max {
+        let cut: String = trimmed.chars().take(max).collect();
+        format!("{cut}…")
+    } else {
+        trimmed.to_owned()
+    }
 }
 
 #[cfg(test)]

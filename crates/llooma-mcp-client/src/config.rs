@@ -38,6 +38,9 @@ pub struct McpConfig {
     /// Sessions kept waiting per server (and token). Default 2: calls at the same moment each
     /// need their own.
     pub max_idle_sessions_per_server: usize,
+    /// How long an HTTP connection kept between requests may sit unused before it is closed.
+    /// Default 90 s ([`llooma_net::DEFAULT_IDLE_TIMEOUT`]).
+    pub connection_idle_timeout: Duration,
     /// Size bounds.
     pub limits: Limits,
 }
@@ -55,6 +58,7 @@ impl Default for McpConfig {
             session_idle_timeout: Duration::from_secs(300),
             max_idle_sessions: 64,
             max_idle_sessions_per_server: 2,
+            connection_idle_timeout: llooma_net::DEFAULT_IDLE_TIMEOUT,
             limits: Limits::default(),
         }
     }

@@ -4,10 +4,11 @@
 use std::error::Error as StdError;
 use std::time::Duration;
 
-use llooma_net::{NetError, PolicyRefusal, RedirectProblem, Refusal};
+use llooma_net::{NetError, RedirectProblem, Refusal};
 use rmcp::service::{ClientInitializeError, ServiceError};
 use rmcp::transport::streamable_http_client::{SseError, StreamableHttpError};
 
+use crate::canonical::excerpt;
 use crate::http::{StreamCut, StreamCuts};
 
 /// What went wrong with an MCP server. Messages never contain the token, the query string of
@@ -177,20 +178,6 @@ pub(crate) fn human(d: Duration) -> String {
     }
 }
 
-/// One line, at most `max` characters: server-supplied text goes into error messages, and a
-/// multi-kilobyte HTML page there helps nobody.
-pub(crate) fn excerpt(text: &str, max: usize) -> String {
-    let one_line: String =
-        text.chars().map(|c| if c.is_control() { ' ' } else { c }).take(max + 1).collect();
-    let trimmed = one_line.trim();
-    if trimmed.chars().count() > max {
-        let cut: String = trimmed.chars().take(max).collect();
-        format!("{cut}…")
-    } else {
-        trimmed.to_owned()
-    }
-}
-
 /// What the classification needs to know besides the error.
 #[derive(Debug, Clone)]
 pub(crate) struct Context<'a> {
@@ -329,9 +316,6 @@ pub(crate) fn session_unknown(err: &ServiceError) -> bool {
 
 /// Walks an error's chain of sources and picks the most specific cause it recognises.
 fn from_chain(err: &(dyn StdError + 'static), cx: &Context<'_>) -> McpError {
-    if let Some(refusal) = PolicyRefusal::find(err) {
-        return McpError::Refused { url: cx.url.to_owned(), reason: refusal.reason.clone() };
-    }
     let mut current = Some(err);
     while let Some(e) = current {
         if let Some(http) = e.downcast_ref::<HttpErr>()
@@ -449,8 +433,8 @@ fn from_cut(cut: &StreamCut, cx: &Context<'_>) -> McpError {
     }
 }
 
-/// The deepest source's message: reqwest's own top-level text ("error sending request for
-/// url (...)") repeats the URL and says little.
+/// The deepest source's message: an HTTP library's own top-level text repeats the URL and
+/// says little.
 fn innermost(err: &(dyn StdError + 'static)) -> String {
     let mut last = err;
     while let Some(next) = last.source() {

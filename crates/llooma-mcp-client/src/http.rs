@@ -2,10 +2,10 @@
 //! connections are kept between requests and acknowledge every read at once
 //! ([`llooma_net::NetClientBuilder::ack_every_read`]).
 //!
-//! Why not rmcp's own client over reqwest: reqwest's sockets cannot be reached, and a kept
-//! connection to a server that answers in SSE without `TCP_NODELAY` waited ~44 ms per call for
-//! a delayed ACK; so MCP kept no connections, and every call paid a new TCP connection (about
-//! 4.5% of an MCP turn's CPU, and the `tools/call` bench row's gap to a bare rmcp client).
+//! Why not rmcp's own client: it is written over a second HTTP library (reqwest), whose sockets
+//! cannot be reached, and a kept connection to a server that answers in SSE without
+//! `TCP_NODELAY` waits for a delayed ACK on every call; so MCP would keep no connections, and
+//! every call would pay a new TCP connection. This way MCP uses the one outbound client.
 //!
 //! Each answer is read as rmcp's client reads it, so its worker sees the same errors:
 //! - 401 or 403 with a challenge (`WWW-Authenticate`): the token was refused;
@@ -37,8 +37,7 @@ use http::header::{
     ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER,
     WWW_AUTHENTICATE,
 };
-use llooma_net::reqwest::{Method, RequestBuilder};
-use llooma_net::{NetClient, NetError, NetResponse};
+use llooma_net::{Method, NetClient, NetError, NetRequest, NetResponse};
 use rmcp::model::{
     ClientJsonRpcMessage, ClientRequest, ErrorData, RequestId, ServerJsonRpcMessage,
 };
@@ -242,7 +241,7 @@ impl McpHttp {
         session_id: Option<&str>,
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<RequestBuilder> {
+    ) -> Result<NetRequest> {
         let mut request = self.net.request(method, uri).map_err(StreamableHttpError::Client)?;
         for (name, value) in custom_headers {
             // Set by this client; rmcp's worker adds `MCP-Protocol-Version` itself, which passes.
@@ -258,7 +257,7 @@ impl McpHttp {
             request = request.header(HEADER_SESSION_ID, session_id);
         }
         if let Some(token) = auth_header {
-            request = request.bearer_auth(token);
+            request = request.bearer_auth(&token);
         }
         Ok(request)
     }
@@ -325,7 +324,7 @@ impl McpHttp {
                     Err(err) => {
                         Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
                             "the answer is not a JSON-RPC message ({err}): {}",
-                            crate::error::excerpt(&String::from_utf8_lossy(&body), 200)
+                            crate::canonical::excerpt(&String::from_utf8_lossy(&body), 200)
                         ))))
                     }
                 }
@@ -626,7 +625,7 @@ fn addressed(
         {
             Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
                 "{UNADDRESSED}{} (error {})",
-                crate::error::excerpt(&error.error.message, 200),
+                crate::canonical::excerpt(&error.error.message, 200),
                 error.error.code.0
             ))))
         }

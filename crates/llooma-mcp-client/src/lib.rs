@@ -22,6 +22,7 @@
 //! model-facing tool (that is `llooma-tool-naming`'s job: names here are the server's own).
 
 mod canonical;
+mod client;
 mod config;
 mod error;
 mod http;
@@ -31,6 +32,7 @@ mod session;
 pub mod template;
 
 pub use canonical::{canonical_json, definition_hash};
+pub use client::{McpClient, probe};
 pub use config::{Limits, McpConfig, TRUNCATION_MARKER};
 pub use error::McpError;
 pub use llooma_net::{OutboundPolicy, Refusal};
@@ -39,5 +41,5 @@ pub use model::{
     PromptResult, ResourceContents, ResourceDef, ResourceTemplateDef, ServerDescription, Snapshot,
     ToolDef, ToolList, ToolResult,
 };
-pub use session::{McpClient, McpSession, probe};
+pub use session::McpSession;
 pub use template::TemplateError;

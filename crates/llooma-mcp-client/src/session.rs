@@ -1,12 +1,12 @@
-//! [`McpClient`] (connects, and calls tools on the sessions of its pool) and [`McpSession`]
-//! (one connected server, reused for several requests).
+//! [`McpSession`]: one connected server, reused for several requests, and the handshake that
+//! opens it.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use llooma_net::{Decision, NetClient, OutboundPolicy, Purpose};
+use llooma_net::NetClient;
 use llooma_vault::Secret;
 use rmcp::ClientHandler;
 use rmcp::model::{
@@ -37,80 +37,41 @@ use crate::http::{McpHttp, StreamCuts};
 /// A session's running service, its tool-change signal, and its record of cut answers.
 type Handshaken = (RunningService<RoleClient, Handler>, Arc<watch::Sender<u64>>, Arc<StreamCuts>);
 use crate::model::{
-    Budget, ContentItem, Note, ProbeReport, ProbeTool, PromptMessage, PromptResult,
-    ResourceContents, ServerDescription, Snapshot, ToolList, ToolResult, prompt_from_json,
-    resource_from_json, template_from_json, tool_from_json,
+    Budget, ContentItem, Note, PromptMessage, PromptResult, ResourceContents, ServerDescription,
+    Snapshot, ToolList, ToolResult, prompt_from_json, resource_from_json, template_from_json,
+    tool_from_json,
 };
-use crate::pool::{Key, Lease, Pool};
 use crate::template;
 
-/// The MCP client of one instance: the outbound policy, the HTTP client that enforces it, and
-/// the time and size bounds. Cheap to clone; build one and share it.
-#[derive(Debug, Clone)]
-pub struct McpClient {
-    policy: Arc<OutboundPolicy>,
-    net: NetClient,
-    config: Arc<McpConfig>,
-    /// Shared by every clone: the instance-wide bound on snapshots read at once.
-    snapshots: Arc<tokio::sync::Semaphore>,
-    /// Shared by every clone: the sessions `call_tool` keeps between calls.
-    pool: Arc<Pool>,
-}
-
-impl McpClient {
-    /// A client that reaches MCP servers as `policy` allows for [`Purpose::Mcp`].
-    pub fn new(policy: Arc<OutboundPolicy>, config: McpConfig) -> Result<Self, McpError> {
-        let net = NetClient::builder(Arc::clone(&policy), Purpose::Mcp)
-            // Connections are kept between calls; a server that answers in several small
-            // writes without TCP_NODELAY would otherwise wait for our delayed ACK (~44 ms).
-            .ack_every_read(true)
-            // Bounded per JSON answer and per SSE event instead (Limits::max_response_bytes):
-            // a session's stream has no total size.
-            .max_response_bytes(u64::MAX)
-            // The standalone SSE stream lives as long as the session; every operation carries
-            // its own deadline instead (see McpConfig).
-            .total_timeout(None)
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .map_err(McpError::Setup)?;
-        let snapshots = Arc::new(tokio::sync::Semaphore::new(config.max_concurrent_snapshots));
-        let pool = Arc::new(Pool::new(&config));
-        Ok(Self { policy, net, config: Arc::new(config), snapshots, pool })
-    }
-
-    /// The bounds in force.
-    pub fn config(&self) -> &McpConfig {
-        &self.config
-    }
-
-    /// Connects to the server at `url`: `server/discover` (protocol 2026-07-28), falling back
-    /// to `initialize` at 2025-11-25 for older servers. `token`, when given, is sent as a
-    /// bearer token on every request.
-    pub async fn connect(&self, url: &str, token: Option<&Secret>) -> Result<McpSession, McpError> {
-        let shown = redact(url);
-        let parsed = Url::parse(url)
-            .map_err(|err| McpError::InvalidUrl { url: shown.clone(), problem: err.to_string() })?;
-        // Decided here first, so a refused address gets a clean error and no socket at all;
-        // the connector and resolver of llooma-net check again on every connection.
-        if let Decision::Refused { reason } = self.policy.decide(Purpose::Mcp, &parsed) {
-            return Err(McpError::Refused { url: shown, reason });
-        }
-
+impl McpSession {
+    /// Connects to the server at `url` (`shown` is it without credentials, for messages):
+    /// `server/discover` (protocol 2026-07-28), falling back to `initialize` at 2025-11-25.
+    /// The address was decided on by the caller; the client checks it again on every
+    /// connection.
+    pub(crate) async fn open(
+        net: &NetClient,
+        config: &Arc<McpConfig>,
+        url: &str,
+        shown: String,
+        token: Option<&Secret>,
+    ) -> Result<McpSession, McpError> {
         let auto = ClientLifecycleMode::Auto {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             legacy_version: Some(ProtocolVersion::V_2025_11_25),
         };
-        let (service, tool_changes, cut) = match self.handshake(url, &shown, token, auto).await {
+        let (service, tool_changes, cut) = match handshake(net, config, url, &shown, token, auto)
+            .await
+        {
             // Some older servers answer any unknown method, `server/discover` included, with
             // an empty result instead of an error; rmcp then cannot tell them legacy and
             // fails. One more try with the plain `initialize` handshake settles it.
             Err(McpError::Protocol { .. }) => {
                 tracing::debug!(url = %shown, "server/discover failed; trying initialize");
-                self.handshake(url, &shown, token, ClientLifecycleMode::Initialize).await?
+                handshake(net, config, url, &shown, token, ClientLifecycleMode::Initialize).await?
             }
             other => other?,
         };
-        let server = describe(service.peer(), &self.config);
+        let server = describe(service.peer(), config);
         let modern =
             service.peer().peer_info().is_some_and(|i| !i.protocol_version.has_initialize());
         Ok(McpSession {
@@ -118,7 +79,7 @@ impl McpClient {
             service,
             url: shown,
             token_sent: token.is_some(),
-            config: Arc::clone(&self.config),
+            config: Arc::clone(config),
             server,
             changes_rx: tool_changes.subscribe(),
             tool_changes,
@@ -127,205 +88,55 @@ impl McpClient {
             cut,
         })
     }
-
-    async fn handshake(
-        &self,
-        url: &str,
-        shown: &str,
-        token: Option<&Secret>,
-        lifecycle: ClientLifecycleMode,
-    ) -> Result<Handshaken, McpError> {
-        let limits = &self.config.limits;
-        let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
-            .max_json_response_size(limits.max_response_bytes)
-            .max_sse_event_size(limits.max_response_bytes);
-        transport_config.retry_config =
-            Arc::new(CappedRetry { max_retries: self.config.sse_max_retries });
-        if let Some(token) = token {
-            // rmcp adds the `Bearer ` prefix. The copy it keeps is a plain String (not
-            // zeroized); it lives as long as the session, which `call_tool_for` may keep idle
-            // for `McpConfig::session_idle_timeout` (or until `forget`).
-            transport_config = transport_config.auth_header(token.expose().to_owned());
-        }
-        let cut = Arc::new(StreamCuts::default());
-        let http = McpHttp { net: self.net.clone(), cuts: Arc::clone(&cut) };
-        let transport = StreamableHttpClientTransport::with_client(http, transport_config);
-        let (changes_tx, _) = watch::channel(0_u64);
-        let handler = Handler { info: client_info(), tool_changes: Arc::new(changes_tx) };
-        let tool_changes = Arc::clone(&handler.tool_changes);
-        let cx = Context {
-            url: shown,
-            operation: "the handshake",
-            token_sent: token.is_some(),
-            timeout: self.config.handshake_timeout,
-            cuts: &cut,
-        };
-        match tokio::time::timeout(
-            self.config.handshake_timeout,
-            handler.serve_with_lifecycle(transport, lifecycle),
-        )
-        .await
-        {
-            Err(_) => Err(McpError::Timeout {
-                url: shown.to_owned(),
-                operation: "the handshake".to_owned(),
-                after: self.config.handshake_timeout,
-            }),
-            Ok(Err(err)) => Err(error::from_init(&err, &cx)),
-            Ok(Ok(service)) => Ok((service, tool_changes, cut)),
-        }
-    }
-
-    /// Connects, reads who the server is and its tool names, and disconnects.
-    pub async fn probe(&self, url: &str, token: Option<&Secret>) -> Result<ProbeReport, McpError> {
-        let session = self.connect(url, token).await?;
-        let tools = session.list_tools().await;
-        let server = session.server.clone();
-        session.close().await;
-        Ok(probe_report(&tools?, server))
-    }
-
-    /// Connects, takes a [`Snapshot`], and disconnects.
-    ///
-    /// At most [`McpConfig::max_concurrent_snapshots`] run at once across the instance; one
-    /// more fails at once with [`McpError::Busy`].
-    pub async fn snapshot(&self, url: &str, token: Option<&Secret>) -> Result<Snapshot, McpError> {
-        let _permit = self
-            .snapshots
-            .try_acquire()
-            .map_err(|_| McpError::Busy { limit: self.config.max_concurrent_snapshots })?;
-        let session = self.connect(url, token).await?;
-        let snapshot = session.snapshot().await;
-        session.close().await;
-        snapshot
-    }
-
-    /// Calls one tool on the server at `url`, on a session kept for `server` (the caller's
-    /// name for it: Llooma passes the server's id, which belongs to one account), this address
-    /// and this token, or on a new one.
-    ///
-    /// The session is kept for the next call if this one ended cleanly (a result, or an error
-    /// the server answered), for at most [`McpConfig::session_idle_timeout`] unused; sessions
-    /// are never shared between two names, addresses or tokens. A kept session the server no
-    /// longer knows (it restarted, or ended the session) is replaced and the call sent once
-    /// more, but only when the server answered that it did not run it (HTTP 404 or 400 to the
-    /// session's request); a call that may have run is never sent again. Dropping the future
-    /// cancels the call (`notifications/cancelled`) and closes its session.
-    pub async fn call_tool_for(
-        &self,
-        server: &str,
-        url: &str,
-        token: Option<&Secret>,
-        name: &str,
-        arguments: Value,
-    ) -> Result<ToolResult, McpError> {
-        // Checked before any session is taken: such a call is never sent.
-        let mut arguments = object_arguments(name, arguments)?;
-        let key = Key::new(server, url, token);
-        let mut retried = false;
-        loop {
-            // The retry connects anew: the key's other kept sessions may be as stale.
-            let taken = if retried {
-                Err(self.pool.ticket(key.clone()))
-            } else {
-                self.pool.take(key.clone())
-            };
-            let lease = match taken {
-                Ok(lease) => lease,
-                Err(ticket) => ticket.lease(self.connect(url, token).await?),
-            };
-            // Kept only while they may have to be sent again.
-            let sent = if lease.reused && !retried {
-                arguments.clone()
-            } else {
-                std::mem::take(&mut arguments)
-            };
-            match call_on(&lease, name, sent).await {
-                Ok(result) => {
-                    lease.give_back();
-                    return Ok(result);
-                }
-                Err((err, Fault::Answered)) => {
-                    lease.give_back();
-                    return Err(err);
-                }
-                // The server did not run it and the session had served before: it went stale.
-                // Sent once more, on a session this call connects.
-                Err((err, Fault::NotRun)) if lease.reused && !retried => {
-                    tracing::debug!(
-                        url = %redact(url),
-                        "a kept MCP session was refused ({err}); calling again on a new one"
-                    );
-                    retried = true;
-                }
-                Err((err, _)) => return Err(err),
-            }
-        }
-    }
-
-    /// [`McpClient::call_tool_for`] with no name for the server: calls to the same address
-    /// with the same token share sessions.
-    pub async fn call_tool(
-        &self,
-        url: &str,
-        token: Option<&Secret>,
-        name: &str,
-        arguments: Value,
-    ) -> Result<ToolResult, McpError> {
-        self.call_tool_for("", url, token, name, arguments).await
-    }
-
-    /// Closes the sessions kept for `server` (a name given to [`McpClient::call_tool_for`], or
-    /// an address): call it when its address or token changes, or it is switched off,
-    /// suspended, resumed or removed. A call running now finishes on its session, which is then
-    /// closed instead of kept.
-    pub fn forget(&self, server: &str) {
-        self.pool.forget(server);
-    }
 }
 
-/// One `tools/call` on a leased session.
-async fn call_on(
-    lease: &Lease,
-    name: &str,
-    arguments: Option<JsonObject>,
-) -> Result<ToolResult, (McpError, Fault)> {
-    match lease.session() {
-        Some(session) => session.call(name, arguments).await,
-        None => Err((
-            McpError::Disconnected { url: String::new(), detail: "no session".to_owned() },
-            Fault::Broken,
-        )),
-    }
-}
-
-fn probe_report(tools: &ToolList, server: ServerDescription) -> ProbeReport {
-    ProbeReport {
-        protocol_version: server.protocol_version,
-        server_name: server.server_name,
-        server_version: server.server_version,
-        instructions: server.instructions,
-        tools: tools
-            .tools
-            .iter()
-            .map(|t| ProbeTool {
-                name: t.name.clone(),
-                title: t.title.clone(),
-                description: t.description.clone(),
-            })
-            .collect(),
-        notes: tools.notes.clone(),
-    }
-}
-
-/// `llooma mcp probe URL [--token-env VAR]`: connects with the default bounds under `policy`
-/// and reports who answered and which tools it offers.
-pub async fn probe(
-    policy: Arc<OutboundPolicy>,
+/// One handshake attempt with `lifecycle`.
+async fn handshake(
+    net: &NetClient,
+    config: &McpConfig,
     url: &str,
+    shown: &str,
     token: Option<&Secret>,
-) -> Result<ProbeReport, McpError> {
-    McpClient::new(policy, McpConfig::default())?.probe(url, token).await
+    lifecycle: ClientLifecycleMode,
+) -> Result<Handshaken, McpError> {
+    let limits = &config.limits;
+    let mut transport_config = StreamableHttpClientTransportConfig::with_uri(url.to_owned())
+        .max_json_response_size(limits.max_response_bytes)
+        .max_sse_event_size(limits.max_response_bytes);
+    transport_config.retry_config = Arc::new(CappedRetry { max_retries: config.sse_max_retries });
+    if let Some(token) = token {
+        // rmcp adds the `Bearer ` prefix. The copy it keeps is a plain String (not
+        // zeroized); it lives as long as the session, which `call_tool_for` may keep idle
+        // for `McpConfig::session_idle_timeout` (or until `forget`).
+        transport_config = transport_config.auth_header(token.expose().to_owned());
+    }
+    let cut = Arc::new(StreamCuts::default());
+    let http = McpHttp { net: net.clone(), cuts: Arc::clone(&cut) };
+    let transport = StreamableHttpClientTransport::with_client(http, transport_config);
+    let (changes_tx, _) = watch::channel(0_u64);
+    let handler = Handler { info: client_info(), tool_changes: Arc::new(changes_tx) };
+    let tool_changes = Arc::clone(&handler.tool_changes);
+    let cx = Context {
+        url: shown,
+        operation: "the handshake",
+        token_sent: token.is_some(),
+        timeout: config.handshake_timeout,
+        cuts: &cut,
+    };
+    match tokio::time::timeout(
+        config.handshake_timeout,
+        handler.serve_with_lifecycle(transport, lifecycle),
+    )
+    .await
+    {
+        Err(_) => Err(McpError::Timeout {
+            url: shown.to_owned(),
+            operation: "the handshake".to_owned(),
+            after: config.handshake_timeout,
+        }),
+        Ok(Err(err)) => Err(error::from_init(&err, &cx)),
+        Ok(Ok(service)) => Ok((service, tool_changes, cut)),
+    }
 }
 
 /// The URL without userinfo, query or fragment, for messages.
@@ -807,7 +618,7 @@ impl McpSession {
         let options = PeerRequestOptions::with_timeout(self.config.call_timeout)
             .reset_timeout_on_progress()
             .with_max_total_timeout(self.config.max_call_timeout);
-        let operation = format!("tools/call {}", crate::error::excerpt(name, 80));
+        let operation = format!("tools/call {}", crate::canonical::excerpt(name, 80));
         let result =
             self.request_classified(request, &operation, options, self.config.call_timeout).await?;
         let ServerResult::CallToolResult(result) = result else {
@@ -886,7 +697,7 @@ impl McpSession {
         values: &BTreeMap<String, String>,
     ) -> Result<ResourceContents, McpError> {
         let uri = template::expand(uri_template, values).map_err(|err| McpError::Template {
-            template: crate::error::excerpt(uri_template, 200),
+            template: crate::canonical::excerpt(uri_template, 200),
             problem: err.to_string(),
         })?;
         self.read_resource(&uri).await
@@ -950,12 +761,15 @@ impl McpSession {
     }
 }
 
-fn object_arguments(name: &str, arguments: Value) -> Result<Option<JsonObject>, McpError> {
+pub(crate) fn object_arguments(
+    name: &str,
+    arguments: Value,
+) -> Result<Option<JsonObject>, McpError> {
     match arguments {
         Value::Null => Ok(None),
         Value::Object(map) => Ok(Some(map)),
         other => Err(McpError::BadArguments {
-            what: format!("tool {}", crate::error::excerpt(name, 80)),
+            what: format!("tool {}", crate::canonical::excerpt(name, 80)),
             found: match other {
                 Value::Bool(_) => "a boolean",
                 Value::Number(_) => "a number",

@@ -7,17 +7,17 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, StatusCode};
 use llooma_policy::{Decision, OutboundPolicy, Purpose, Refusal};
-use reqwest::{Method, StatusCode};
 use tokio::time::Instant;
 use url::Url;
 
 use tokio_rustls::TlsConnector;
 
-use crate::connection::{Connector, Exchange, Failure};
+use crate::connection::{Connector, Exchange, Failure, Pool};
 use crate::error::{NetError, RedirectProblem, RedirectRefused, redact};
-use crate::guard::GuardLayer;
-use crate::redirect::{check_hop, raw_policy, same_origin};
+use crate::redirect::{check_hop, same_origin};
+use crate::request::NetRequest;
 use crate::resolver::{PolicyResolver, Resolver, SystemResolver};
 use crate::tls;
 
@@ -27,6 +27,10 @@ pub const MAX_REDIRECTS: usize = 5;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_TOTAL_TIMEOUT: Duration = Duration::from_secs(60);
 const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a kept connection may sit unused before it is closed: longer than most servers keep
+/// an idle connection, so the server usually closes first, and short enough that an instance
+/// talking to many servers now and then does not hold a socket for each of them.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Headers that carry credentials and never follow a redirect to another origin.
 const ALWAYS_SENSITIVE: [HeaderName; 3] =
@@ -44,6 +48,7 @@ pub struct NetClientBuilder {
     max_response_bytes: u64,
     max_redirects: usize,
     idle_pooling: bool,
+    idle_timeout: Duration,
     ack_every_read: bool,
     auth_headers: Vec<HeaderName>,
     user_agent: String,
@@ -94,24 +99,29 @@ impl NetClientBuilder {
         self
     }
 
+    /// How long a connection kept for reuse may sit unused before it is closed. Default
+    /// [`DEFAULT_IDLE_TIMEOUT`]. A connection the server closes is let go as soon as that is
+    /// seen, whatever this says.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
     /// Whether [`NetClient::send`] acknowledges what it reads at once (`TCP_QUICKACK` after
     /// every read, on Linux). Default false.
     ///
     /// Turn it on for servers that answer in several small writes without `TCP_NODELAY`
     /// (MCP servers answering in SSE): on a kept connection the server's second write waits
     /// for the ACK of its first (Nagle's algorithm), and the kernel delays that ACK by up to
-    /// 40 ms once the connection looks interactive, so each call took ~44 ms. A new
-    /// connection does not suffer (the kernel ACKs its first segments at once), which is why
-    /// the raw reqwest client, whose sockets cannot be reached, keeps no idle connections when
-    /// this is on.
+    /// 40 ms once the connection looks interactive, so each call waited that long. A new
+    /// connection does not suffer (the kernel ACKs its first segments at once).
     pub fn ack_every_read(mut self, enabled: bool) -> Self {
         self.ack_every_read = enabled;
         self
     }
 
     /// A header that carries a credential besides `Authorization` (e.g. `x-api-key`). It is
-    /// dropped when [`NetClient::send`] follows a redirect to another origin; the raw client
-    /// refuses such redirects instead, because reqwest cannot be told to drop it.
+    /// dropped when [`NetClient::send`] follows a redirect to another origin.
     pub fn auth_header(mut self, name: HeaderName) -> Self {
         if !self.auth_headers.contains(&name) {
             self.auth_headers.push(name);
@@ -128,17 +138,6 @@ impl NetClientBuilder {
     /// Builds the client. Cheap after the first in the process: the TLS configuration (the
     /// system's root certificates) is read once and shared by every client.
     pub fn build(self) -> Result<NetClient, NetError> {
-        let raw = self
-            .reqwest_builder(raw_policy(
-                Arc::clone(&self.policy),
-                self.purpose,
-                self.max_redirects,
-                !self.auth_headers.is_empty(),
-            ))?
-            .build()
-            .map_err(NetError::Build)?;
-        // NetClient::send follows redirects itself (so it can drop any configured auth header),
-        // on connections it drives in the reading task (`connection.rs`).
         let user_agent = HeaderValue::from_str(&self.user_agent).map_err(|_| {
             NetError::Tls(format!("the User-Agent {:?} is not a header value", self.user_agent))
         })?;
@@ -153,46 +152,11 @@ impl NetClientBuilder {
             tls: TlsConnector::from(Arc::new(tls::client_config()?)),
             connect_timeout: self.connect_timeout,
             user_agent,
-            kept: self.idle_pooling.then(Mutex::default),
+            kept: self.idle_pooling.then(|| Mutex::new(Pool::default())),
+            idle_timeout: self.idle_timeout,
             ack_every_read: self.ack_every_read,
         };
-        Ok(NetClient {
-            inner: Arc::new(Inner { raw, connector: Arc::new(connector), settings: self }),
-        })
-    }
-
-    fn reqwest_builder(
-        &self,
-        redirect: reqwest::redirect::Policy,
-    ) -> Result<reqwest::ClientBuilder, NetError> {
-        let mut builder = reqwest::Client::builder()
-            // The process's one TLS configuration; reqwest would otherwise read the system's
-            // certificates again for every client.
-            .tls_backend_preconfigured(tls::client_config()?)
-            // A proxy would be the address the connector sees, not the destination; and
-            // HTTP(S)_PROXY in a server's environment is rarely meant for its outbound calls.
-            .no_proxy()
-            .dns_resolver(PolicyResolver {
-                resolver: Arc::clone(&self.resolver),
-                policy: Arc::clone(&self.policy),
-                purpose: self.purpose,
-            })
-            .connector_layer(GuardLayer { policy: Arc::clone(&self.policy), purpose: self.purpose })
-            .redirect(redirect)
-            // A Referer would tell the next origin where the client came from, query included.
-            .referer(false)
-            .connect_timeout(self.connect_timeout)
-            .user_agent(self.user_agent.clone());
-        if let Some(timeout) = self.total_timeout {
-            builder = builder.timeout(timeout);
-        }
-        if let Some(timeout) = self.read_timeout {
-            builder = builder.read_timeout(timeout);
-        }
-        if !self.idle_pooling || self.ack_every_read {
-            builder = builder.pool_max_idle_per_host(0);
-        }
-        Ok(builder)
+        Ok(NetClient { inner: Arc::new(Inner { connector: Arc::new(connector), settings: self }) })
     }
 }
 
@@ -203,8 +167,6 @@ pub struct NetClient {
 }
 
 struct Inner {
-    /// Follows redirects by itself (checked hop by hop); handed to libraries.
-    raw: reqwest::Client,
     /// What [`NetClient::send`] sends on; it follows redirects itself.
     connector: Arc<Connector>,
     settings: NetClientBuilder,
@@ -233,6 +195,7 @@ impl NetClient {
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             max_redirects: MAX_REDIRECTS,
             idle_pooling: true,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
             ack_every_read: false,
             auth_headers: Vec::new(),
             user_agent: format!("llooma/{}", env!("CARGO_PKG_VERSION")),
@@ -249,27 +212,11 @@ impl NetClient {
         &self.inner.settings.policy
     }
 
-    /// A `reqwest::Client` that enforces the same policy on its own, for libraries that take
-    /// one (rmcp's `StreamableHttpClientTransport::with_client`).
-    ///
-    /// Every connection it makes passes the connector check and the checking resolver, and
-    /// every redirect is checked hop by hop; no proxy is used; connect and total timeouts apply.
-    /// What it cannot do: cap response sizes (the caller reads the body) and drop credential
-    /// headers other than `Authorization`/`Cookie` on a redirect (it refuses the redirect
-    /// instead when [`NetClientBuilder::auth_header`] was set), and see userinfo: reqwest turns
-    /// `user:password@` into a Basic `Authorization` header before any hook sees the URL, so
-    /// check URLs that people type with [`OutboundPolicy::decide_str`] before handing them to a
-    /// library (the host is still checked on connect either way).
-    pub fn reqwest_client(&self) -> reqwest::Client {
-        self.inner.raw.clone()
-    }
-
     /// Starts a request; send it with [`NetClient::send`].
     ///
-    /// The URL is decided on here, before reqwest sees it, because reqwest moves
-    /// `user:password@` out of the URL into a Basic `Authorization` header, after which the
-    /// policy's "no userinfo" rule could no longer be applied.
-    pub fn request(&self, method: Method, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
+    /// The URL is decided on here, before anything else sees it, and again when it is sent
+    /// (with every redirect hop).
+    pub fn request(&self, method: Method, url: &str) -> Result<NetRequest, NetError> {
         let parsed = Url::parse(url).map_err(|err| NetError::Refused {
             url: "(unparseable URL)".to_owned(),
             reason: Refusal::Unparseable { problem: err.to_string() },
@@ -279,44 +226,36 @@ impl NetClient {
 
     /// [`NetClient::request`] to a URL parsed already, for a caller that sends to the same
     /// address again and again (a provider's chat endpoint). Decided on the same way.
-    pub fn request_url(
-        &self,
-        method: Method,
-        url: Url,
-    ) -> Result<reqwest::RequestBuilder, NetError> {
+    pub fn request_url(&self, method: Method, url: Url) -> Result<NetRequest, NetError> {
         let settings = &self.inner.settings;
         if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &url) {
             return Err(NetError::Refused { url: redact(&url), reason });
         }
-        // Only a description of the request: `send` writes it on its own connection.
-        Ok(self.inner.raw.request(method, url))
+        Ok(NetRequest::new(method, url))
     }
 
     /// Starts a GET request; send it with [`NetClient::send`].
-    pub fn get(&self, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
+    pub fn get(&self, url: &str) -> Result<NetRequest, NetError> {
         self.request(Method::GET, url)
     }
 
     /// Starts a POST request; send it with [`NetClient::send`].
-    pub fn post(&self, url: &str) -> Result<reqwest::RequestBuilder, NetError> {
+    pub fn post(&self, url: &str) -> Result<NetRequest, NetError> {
         self.request(Method::POST, url)
     }
 
-    /// Builds and sends a request started with [`NetClient::request`].
-    pub async fn send(&self, request: reqwest::RequestBuilder) -> Result<NetResponse, NetError> {
-        let request = request.build().map_err(|source| NetError::Request {
-            url: source.url().map(redact).unwrap_or_else(|| "(unparseable URL)".to_owned()),
-            source: source.into(),
-        })?;
-        self.execute(request).await
-    }
-
-    /// Sends a request, following redirects hop by hop.
-    pub async fn execute(&self, request: reqwest::Request) -> Result<NetResponse, NetError> {
+    /// Sends a request started with [`NetClient::request`], following redirects hop by hop.
+    pub async fn send(&self, request: NetRequest) -> Result<NetResponse, NetError> {
         let settings = &self.inner.settings;
+        if let Some(invalid) = &request.invalid {
+            return Err(NetError::Request {
+                url: redact(&request.url),
+                source: invalid.clone().into(),
+            });
+        }
         let started = Instant::now();
         // One deadline for the whole exchange, redirects and body included.
-        let deadline = [settings.total_timeout, request.timeout().copied()]
+        let deadline = [settings.total_timeout, request.timeout]
             .into_iter()
             .flatten()
             .min()
@@ -324,15 +263,14 @@ impl NetClient {
         let mut request = request;
         let mut hop = 0;
         loop {
-            let url = request.url().clone();
+            let url = request.url.clone();
             // Decided on for every hop, before any connection: IP-literal hosts are refused
             // here; names are checked address by address when connecting.
             if let Decision::Refused { reason } = settings.policy.decide(settings.purpose, &url) {
                 return Err(NetError::Refused { url: redact(&url), reason });
             }
-            let replay = request.try_clone();
-            let method = request.method().clone();
-            let headers = request.headers().clone();
+            // What a redirect would send again: the body is shared, not copied.
+            let replay = request.clone();
             let sending = self.inner.connector.send(request);
             let answered = match deadline {
                 Some(deadline) => match tokio::time::timeout_at(deadline, sending).await {
@@ -370,32 +308,24 @@ impl NetClient {
             // Its body unread, the connection closes with it.
             drop(exchange);
 
-            let mut next_request = if changes_to_get(status, &method) {
-                let mut get = reqwest::Request::new(
-                    if method == Method::HEAD { Method::HEAD } else { Method::GET },
-                    next.clone(),
-                );
-                *get.headers_mut() = headers;
+            let mut next_request = replay;
+            if changes_to_get(status, &next_request.method) {
+                if next_request.method != Method::HEAD {
+                    next_request.method = Method::GET;
+                }
+                next_request.body = Bytes::new();
                 for name in [
                     header::CONTENT_TYPE,
                     header::CONTENT_LENGTH,
                     header::CONTENT_ENCODING,
                     header::TRANSFER_ENCODING,
                 ] {
-                    get.headers_mut().remove(name);
+                    next_request.headers.remove(name);
                 }
-                get
-            } else {
-                let mut again = replay.ok_or_else(|| RedirectRefused {
-                    from: redact(&url),
-                    to: redact(&next),
-                    problem: RedirectProblem::BodyNotReplayable,
-                })?;
-                *again.url_mut() = next.clone();
-                again
-            };
+            }
+            next_request.url = next.clone();
             if !same_origin(&url, &next) {
-                strip_credentials(next_request.headers_mut(), &settings.auth_headers);
+                strip_credentials(&mut next_request.headers, &settings.auth_headers);
             }
             request = next_request;
         }

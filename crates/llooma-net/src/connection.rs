@@ -1,14 +1,18 @@
 //! How [`NetClient::send`](crate::NetClient::send) reaches a server: HTTP/1 connections of its
 //! own, each driven by the task that reads its response, and kept per client for reuse.
 //!
-//! Why not reqwest's pool: it drives every connection in a task of its own and hands each piece
-//! of a body to the reader across a channel. For a model's streamed answer most chunks then
-//! woke the runtime's other worker (gdb on a plain turn: about 6 of its 8 wake-ups), and a turn
-//! cost 14% more CPU on two workers than on one. Here the reader polls the connection itself,
-//! in the same poll as the body ([`Exchange::chunk`]): the socket is read and the chunk handed
-//! over in one task.
+//! Why the reader drives its connection: a pool that drives every connection in a task of its
+//! own hands each piece of a body to the reader across a channel, and for a model's streamed
+//! answer most chunks then woke the runtime's other worker. Here the reader polls the
+//! connection itself, in the same poll as the body ([`Exchange::chunk`]): the socket is read
+//! and the chunk handed over in one task.
 //!
-//! The policy holds exactly as on the reqwest path (tests/it drive both):
+//! A kept connection is closed once it has sat unused for the client's idle timeout, or as
+//! soon as the server is seen to have closed it: a task watches the kept connections while
+//! there are any ([`watch_kept`]), so an instance that talked to a server once does not hold
+//! its socket forever.
+//!
+//! The policy:
 //! - the URL, IP-literal hosts included, is decided on before anything
 //!   ([`NetClient::execute`](crate::NetClient::execute), on every hop);
 //! - a host name is resolved once and every address checked
@@ -16,17 +20,25 @@
 //!   second lookup can rebind the name;
 //! - once connected, the peer's address is checked again ([`OutboundPolicy::allows_peer`]);
 //! - no proxy; TLS with the process's one configuration ([`crate::tls`]);
-//! - a kept connection is reused only for the same scheme, host and port, as reqwest's pool.
+//! - a kept connection is reused only for the same scheme, host and port.
+//!
+//! A name with several addresses is connected to as a browser does (Happy Eyeballs, RFC 8305):
+//! IPv6 and IPv4 interleaved, IPv6 first, the next address tried [`NEXT_ATTEMPT_AFTER`] after
+//! the previous one began (or at once when it failed), the first connection made wins and the
+//! others are dropped. A dead first address so costs a quarter of a second, not the whole
+//! connect timeout.
 
 use std::future::{Future, poll_fn};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use http::header::{self, HeaderValue};
 use http_body::Body as _;
 use http_body_util::Full;
@@ -34,6 +46,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, Connection, SendRequest};
 use hyper_util::rt::TokioIo;
 use llooma_policy::{OutboundPolicy, Purpose, Refusal};
+use llooma_task::SameTask;
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
@@ -42,17 +55,19 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use url::{Position, Url};
 
+use crate::request::NetRequest;
 use crate::resolver::{PolicyResolver, Unresolved};
-use crate::same_task::SameTask;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// How long a kept connection may sit unused before it is closed instead of reused (reqwest's
-/// default). A server may close it sooner; that is found out before it is used again.
-const KEPT_FOR: Duration = Duration::from_secs(90);
 /// Most unused connections a client keeps (a busy instance streams from one provider on many at
-/// once; reqwest keeps any number).
+/// once).
 const MOST_KEPT: usize = 256;
+/// How often the kept connections are looked at for a close by their server. Between two looks
+/// a closed one costs a descriptor, and a request that would take it finds it closed itself.
+const CLOSE_SEEN_WITHIN: Duration = Duration::from_secs(5);
+/// RFC 8305's recommended delay between two connection attempts.
+pub(crate) const NEXT_ATTEMPT_AFTER: Duration = Duration::from_millis(250);
 
 /// Why a request got no response.
 #[derive(Debug)]
@@ -76,7 +91,9 @@ pub(crate) struct Connector {
     pub(crate) connect_timeout: Duration,
     pub(crate) user_agent: HeaderValue,
     /// Unused connections; `None` when the client keeps none.
-    pub(crate) kept: Option<Mutex<Vec<Kept>>>,
+    pub(crate) kept: Option<Mutex<Pool>>,
+    /// How long a kept connection may sit unused.
+    pub(crate) idle_timeout: Duration,
     /// `TCP_QUICKACK` after every read ([`crate::NetClientBuilder::ack_every_read`]).
     pub(crate) ack_every_read: bool,
 }
@@ -115,9 +132,17 @@ struct Open {
 }
 
 /// A connection not in use, and since when.
-pub(crate) struct Kept {
+struct Kept {
     open: Open,
     since: Instant,
+}
+
+/// A client's unused connections.
+#[derive(Default)]
+pub(crate) struct Pool {
+    idle: Vec<Kept>,
+    /// Whether [`watch_kept`] runs for them (from the first kept one to the last let go).
+    watched: bool,
 }
 
 impl Open {
@@ -143,7 +168,7 @@ impl Open {
 }
 
 impl Connector {
-    fn kept(&self) -> Option<std::sync::MutexGuard<'_, Vec<Kept>>> {
+    fn kept(&self) -> Option<std::sync::MutexGuard<'_, Pool>> {
         self.kept.as_ref().map(|kept| kept.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
@@ -151,9 +176,9 @@ impl Connector {
     fn reuse(&self, to: &Destination) -> Option<Open> {
         let mut kept = self.kept()?;
         let now = Instant::now();
-        kept.retain(|k| now.duration_since(k.since) < KEPT_FOR);
-        while let Some(index) = kept.iter().rposition(|k| k.open.to == *to) {
-            let mut open = kept.swap_remove(index).open;
+        kept.idle.retain(|k| now.duration_since(k.since) < self.idle_timeout);
+        while let Some(index) = kept.idle.iter().rposition(|k| k.open.to == *to) {
+            let mut open = kept.idle.swap_remove(index).open;
             if open.still_usable() {
                 return Some(open);
             }
@@ -162,22 +187,45 @@ impl Connector {
     }
 
     /// Keeps a connection whose exchange ended cleanly, for the next request to its origin.
-    fn keep(&self, open: Open) {
-        if let Some(mut kept) = self.kept() {
-            if kept.len() >= MOST_KEPT {
-                kept.remove(0); // the longest unused
-            }
-            kept.push(Kept { open, since: Instant::now() });
+    fn keep(self: &Arc<Self>, open: Open) {
+        let Some(mut kept) = self.kept() else {
+            return;
+        };
+        if !kept.watched {
+            // Without a runtime to watch it, a kept connection could outlive its welcome.
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            runtime.spawn(watch_kept(Arc::downgrade(self)));
+            kept.watched = true;
         }
+        if kept.idle.len() >= MOST_KEPT {
+            kept.idle.remove(0); // the longest unused
+        }
+        kept.idle.push(Kept { open, since: Instant::now() });
+    }
+
+    /// Lets go of the kept connections that sat unused too long or that their server closed;
+    /// when one is due sooner than the next look for closes, the time it is due.
+    fn let_go_of_stale(&self, now: Instant) -> Option<Instant> {
+        let mut kept = self.kept()?;
+        kept.idle.retain_mut(|k| {
+            now.duration_since(k.since) < self.idle_timeout && k.open.still_usable()
+        });
+        let Some(oldest) = kept.idle.iter().map(|k| k.since).min() else {
+            kept.watched = false;
+            return None;
+        };
+        Some((oldest + self.idle_timeout).min(now + CLOSE_SEEN_WITHIN))
     }
 
     /// Sends `request` and waits for the response's head. The body is read from the returned
     /// [`Exchange`], which drives the connection meanwhile.
     pub(crate) async fn send(
         self: &Arc<Self>,
-        request: reqwest::Request,
+        request: NetRequest,
     ) -> Result<Box<Exchange>, Failure> {
-        let to = Destination::of(request.url())?;
+        let to = Destination::of(&request.url)?;
         let mut head = self.head(request)?;
         if let Some(open) = self.reuse(&to) {
             match open.send(head).await {
@@ -202,25 +250,21 @@ impl Connector {
         exchange
     }
 
-    /// The request as written on the connection: origin-form target, `Host`, and the headers
-    /// reqwest would add (`User-Agent`, `Accept`).
-    fn head(&self, mut request: reqwest::Request) -> Result<http::Request<Full<Bytes>>, Failure> {
-        let body = match request.body_mut().take() {
-            None => Bytes::new(),
-            Some(body) => whole_body(body)?,
-        };
-        let url = request.url();
+    /// The request as written on the connection: origin-form target, `Host`, and the usual
+    /// `User-Agent` and `Accept` unless the caller set them. Body and headers are moved, not
+    /// copied (a provider request carries the whole conversation).
+    fn head(&self, request: NetRequest) -> Result<http::Request<Full<Bytes>>, Failure> {
+        let NetRequest { method, url, mut headers, body, .. } = request;
         let target = &url[Position::BeforePath..Position::AfterQuery];
         let host = match url.port() {
             Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
             None => url.host_str().unwrap_or_default().to_owned(),
         };
         let mut head = http::Request::builder()
-            .method(request.method().clone())
+            .method(method)
             .uri(target)
             .body(Full::new(body))
             .map_err(|err| Failure::Exchange(err.into()))?;
-        let mut headers = std::mem::take(request.headers_mut());
         let host = HeaderValue::from_str(&host).map_err(|err| Failure::Exchange(err.into()))?;
         headers.insert(header::HOST, host);
         if !headers.contains_key(header::USER_AGENT) {
@@ -264,36 +308,28 @@ impl Connector {
             .unwrap_or(Err(Failure::ConnectTimeout))
     }
 
-    /// A TCP connection to the first address of the host that answers; every address was
-    /// checked, and the peer is checked again once connected.
+    /// A TCP connection to the host: the first of its addresses to answer, raced as described
+    /// in the module's documentation. Every address was checked, and the peer is checked again
+    /// once connected.
     async fn tcp(&self, to: &Destination) -> Result<TcpStream, Failure> {
         let ips = match literal_ip(&to.host) {
-            // An IP literal was decided on with the URL (`NetClient::execute`).
+            // An IP literal was decided on with the URL (`NetClient::send`).
             Some(ip) => vec![ip],
             None => self.resolver.checked_addresses(&to.host).await.map_err(|err| match err {
-                Unresolved::Refused(refusal) => Failure::Refused(refusal.reason),
+                Unresolved::Refused(reason) => Failure::Refused(reason),
                 other => Failure::Connect(other.into()),
             })?,
         };
-        let mut last = None;
-        for ip in ips {
-            match TcpStream::connect(SocketAddr::new(ip, to.port)).await {
-                Ok(stream) => {
-                    self.check_peer(&stream)?;
-                    // Small writes (a request, its end) go out at once, as reqwest sets it.
-                    stream.set_nodelay(true).map_err(|err| Failure::Connect(err.into()))?;
-                    return Ok(stream);
-                }
-                Err(err) => last = Some(err),
-            }
-        }
-        Err(Failure::Connect(
-            last.unwrap_or_else(|| io::Error::other("no address to connect to")).into(),
-        ))
+        let stream = first_to_answer(&interleaved(ips), to.port)
+            .await
+            .map_err(|err| Failure::Connect(err.into()))?;
+        self.check_peer(&stream)?;
+        // Small writes (a request, its end) go out at once.
+        stream.set_nodelay(true).map_err(|err| Failure::Connect(err.into()))?;
+        Ok(stream)
     }
 
-    /// Defence in depth, as on the reqwest path (`guard.rs`): the connected peer must still be an
-    /// address the policy allows.
+    /// Defence in depth: the connected peer must still be an address the policy allows.
     fn check_peer(&self, stream: &TcpStream) -> Result<(), Failure> {
         if self.policy.allow_list(self.purpose).is_some() {
             return Ok(());
@@ -303,19 +339,78 @@ impl Connector {
     }
 }
 
-/// A body given whole (the only kind `send` takes), as the `Bytes` it holds: polled once, it
-/// hands them over without a copy (a provider request carries the whole conversation).
-fn whole_body(mut body: reqwest::Body) -> Result<Bytes, Failure> {
-    if body.as_bytes().is_none() {
-        return Err(Failure::Exchange("a streamed request body".into()));
+/// Watches a client's kept connections while it has any: lets each go when it has sat unused
+/// for the idle timeout or its server closed it, and ends with the last one (or the client).
+async fn watch_kept(connector: Weak<Connector>) {
+    loop {
+        // The client is not held while waiting: dropping it ends the watch.
+        let next_look = match connector.upgrade() {
+            Some(connector) => connector.let_go_of_stale(Instant::now()),
+            None => None,
+        };
+        let Some(next_look) = next_look else {
+            return;
+        };
+        tokio::time::sleep_until(next_look).await;
     }
-    let mut cx = Context::from_waker(Waker::noop());
-    match Pin::new(&mut body).poll_frame(&mut cx) {
-        Poll::Ready(Some(Ok(frame))) => Ok(frame.into_data().unwrap_or_default()),
-        Poll::Ready(None) => Ok(Bytes::new()),
-        Poll::Ready(Some(Err(err))) => Err(Failure::Exchange(err.into())),
-        Poll::Pending => Err(Failure::Exchange("a streamed request body".into())),
+}
+
+/// The addresses in the order they are tried: IPv6 and IPv4 alternating, IPv6 first, each
+/// family in the order the resolver gave (RFC 8305, section 4).
+fn interleaved(ips: Vec<IpAddr>) -> Vec<IpAddr> {
+    let (v6, v4): (Vec<IpAddr>, Vec<IpAddr>) = ips.into_iter().partition(IpAddr::is_ipv6);
+    let mut ordered = Vec::with_capacity(v6.len() + v4.len());
+    let (mut v6, mut v4) = (v6.into_iter(), v4.into_iter());
+    loop {
+        match (v6.next(), v4.next()) {
+            (None, None) => return ordered,
+            (a, b) => ordered.extend(a.into_iter().chain(b)),
+        }
     }
+}
+
+/// The first of `ips` to accept a connection on `port`, the next attempt starting
+/// [`NEXT_ATTEMPT_AFTER`] after the last one began, or at once when an attempt fails. The caller bounds the whole race with its connect timeout.
+async fn first_to_answer(ips: &[IpAddr], port: u16) -> io::Result<TcpStream> {
+    let mut waiting = ips.iter().map(|ip| SocketAddr::new(*ip, port));
+    let Some(first) = waiting.next() else {
+        return Err(io::Error::other("no address to connect to"));
+    };
+    if waiting.len() == 0 {
+        return TcpStream::connect(first).await;
+    }
+    let mut attempts = FuturesUnordered::new();
+    attempts.push(TcpStream::connect(first));
+    let mut next_after = std::pin::pin!(tokio::time::sleep(NEXT_ATTEMPT_AFTER));
+    let mut last_error = None;
+    loop {
+        tokio::select! {
+            biased;
+            Some(attempt) = attempts.next() => match attempt {
+                Ok(stream) => return Ok(stream),
+                Err(err) => {
+                    last_error = Some(err);
+                    // A failed attempt hands over at once.
+                    match waiting.next() {
+                        Some(next) => {
+                            attempts.push(TcpStream::connect(next));
+                            next_after.as_mut().reset(Instant::now() + NEXT_ATTEMPT_AFTER);
+                        }
+                        None if attempts.is_empty() => break,
+                        None => {}
+                    }
+                }
+            },
+            () = next_after.as_mut(), if waiting.len() > 0 => {
+                if let Some(next) = waiting.next() {
+                    attempts.push(TcpStream::connect(next));
+                }
+                next_after.as_mut().reset(Instant::now() + NEXT_ATTEMPT_AFTER);
+            }
+            else => break,
+        }
+    }
+    Err(last_error.unwrap_or_else(|| io::Error::other("no address to connect to")))
 }
 
 /// `127.0.0.1` or `[::1]` as an address; `None` for a name.
@@ -553,6 +648,33 @@ impl AsyncWrite for Socket {
         match &mut self.get_mut().stream {
             Stream::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ips(list: &[&str]) -> Vec<IpAddr> {
+        list.iter().map(|ip| ip.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn addresses_are_tried_ipv6_first_and_alternating() {
+        // (as resolved, as tried)
+        let table: &[(&[&str], &[&str])] = &[
+            (&["10.0.0.1", "10.0.0.2", "fd00::1"], &["fd00::1", "10.0.0.1", "10.0.0.2"]),
+            (
+                &["fd00::1", "fd00::2", "fd00::3", "10.0.0.1"],
+                &["fd00::1", "10.0.0.1", "fd00::2", "fd00::3"],
+            ),
+            (&["10.0.0.2", "10.0.0.1"], &["10.0.0.2", "10.0.0.1"]),
+            (&["fd00::1"], &["fd00::1"]),
+            (&[], &[]),
+        ];
+        for (resolved, tried) in table {
+            assert_eq!(interleaved(ips(resolved)), ips(tried), "{resolved:?}");
         }
     }
 }

@@ -55,9 +55,6 @@ pub enum NetError {
         #[source]
         source: Box<dyn StdError + Send + Sync>,
     },
-    /// The client could not be built (TLS setup failed, usually).
-    #[error("could not build the outbound HTTP client: {0}")]
-    Build(#[source] reqwest::Error),
     /// The TLS configuration shared by every client could not be set up: usually no CA
     /// certificate could be read from the system.
     #[error(
@@ -95,56 +92,9 @@ pub enum RedirectProblem {
     /// The outbound network policy does not allow the target.
     #[error("{0}")]
     Policy(Refusal),
-    /// The client carries credentials that reqwest cannot drop on a change of origin.
-    #[error(
-        "it changes origin and this client sends credentials that must not leave the original \
-         origin; point the client at the final address instead"
-    )]
-    CredentialsCrossOrigin,
     /// The `Location` header is not a usable URL.
     #[error("the Location header is not a valid URL")]
     BadLocation,
-    /// A request body that was streamed cannot be sent a second time.
-    #[error("the request body cannot be replayed to the new location")]
-    BodyNotReplayable,
-}
-
-/// The error put inside reqwest's error chain when the connector or the resolver refuses a
-/// destination. [`NetClient`](crate::NetClient) turns it back into [`NetError::Refused`];
-/// callers holding the raw `reqwest::Client` can find it with [`PolicyRefusal::find`].
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("blocked by the outbound network policy: {reason}")]
-pub struct PolicyRefusal {
-    /// Why.
-    pub reason: Refusal,
-}
-
-impl PolicyRefusal {
-    /// Looks for a policy refusal anywhere in an error's chain of sources.
-    pub fn find<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a PolicyRefusal> {
-        find_in_chain(err)
-    }
-}
-
-/// The connector could not tell where a connection was going, so it refused (fail closed).
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "could not read the destination of an outbound connection ({0}); refusing it. This is a \
-     bug in llooma-net, probably after a reqwest upgrade"
-)]
-pub(crate) struct UnreadableDestination(pub(crate) String);
-
-pub(crate) fn find_in_chain<'a, T: StdError + 'static>(
-    err: &'a (dyn StdError + 'static),
-) -> Option<&'a T> {
-    let mut current = Some(err);
-    while let Some(e) = current {
-        if let Some(found) = e.downcast_ref::<T>() {
-            return Some(found);
-        }
-        current = e.source();
-    }
-    None
 }
 
 /// A URL fit for error messages and logs: no userinfo, query or fragment, which is where

@@ -1,7 +1,5 @@
 //! Redirects: every hop is checked like a first request, plus rules of its own.
 
-use std::sync::Arc;
-
 use llooma_policy::{Decision, OutboundPolicy, Purpose};
 use url::Url;
 
@@ -36,38 +34,6 @@ pub(crate) fn check_hop(
         return Err(refuse(RedirectProblem::Policy(reason)));
     }
     Ok(())
-}
-
-/// The redirect policy of the raw client handed to libraries.
-///
-/// reqwest itself drops `Authorization`, `Cookie` and `Proxy-Authorization` when the origin
-/// changes, but it cannot be told about other credential headers. So when the client was built
-/// with extra auth headers, a redirect to another origin is refused rather than followed with
-/// the credential attached.
-pub(crate) fn raw_policy(
-    policy: Arc<OutboundPolicy>,
-    purpose: Purpose,
-    max: usize,
-    has_custom_auth_headers: bool,
-) -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(move |attempt| {
-        // reqwest lists every URL visited before this hop, the original request first.
-        let hop = attempt.previous().len();
-        let to = attempt.url().clone();
-        // There is always a previous URL; if there were not, the target is still checked.
-        let from = attempt.previous().last().cloned().unwrap_or_else(|| to.clone());
-        if let Err(refused) = check_hop(&policy, purpose, &from, &to, hop, max) {
-            return attempt.error(refused);
-        }
-        if has_custom_auth_headers && !same_origin(&from, &to) {
-            return attempt.error(RedirectRefused {
-                from: redact(&from),
-                to: redact(&to),
-                problem: RedirectProblem::CredentialsCrossOrigin,
-            });
-        }
-        attempt.follow()
-    })
 }
 
 #[cfg(test)]

@@ -1,16 +1,13 @@
-//! Name resolution: the injectable [`Resolver`] and the policy-checking adapter reqwest uses.
+//! Name resolution: the injectable [`Resolver`] and the policy check of every address.
 
 use std::fmt;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use llooma_policy::{Decision, OutboundPolicy, Purpose};
-use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-
-use crate::error::PolicyRefusal;
+use llooma_policy::{Decision, OutboundPolicy, Purpose, Refusal};
 
 /// The future a [`Resolver`] returns.
 pub type Lookup<'a> = Pin<Box<dyn Future<Output = io::Result<Vec<IpAddr>>> + Send + 'a>>;
@@ -43,27 +40,14 @@ pub(crate) struct NoAddresses {
     pub(crate) host: String,
 }
 
-/// What reqwest calls for every host name: resolve once, check every address against the
-/// policy, and hand back exactly the checked addresses. The connector connects to those and
-/// nothing else, so what was checked is what is reached.
+/// Every host name goes through it: resolved once, every address checked against the policy,
+/// and exactly the checked addresses handed back. The connector connects to those and nothing
+/// else, so what was checked is what is reached.
 #[derive(Debug, Clone)]
 pub(crate) struct PolicyResolver {
     pub(crate) resolver: Arc<dyn Resolver>,
     pub(crate) policy: Arc<OutboundPolicy>,
     pub(crate) purpose: Purpose,
-}
-
-impl Resolve for PolicyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let this = self.clone();
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let ips = this.checked_addresses(&host).await.map_err(Unresolved::into_boxed)?;
-            // Port 0 tells reqwest to use the URL's port (or the scheme's default).
-            let addrs: Addrs = Box::new(ips.into_iter().map(|ip| SocketAddr::new(ip, 0)));
-            Ok(addrs)
-        })
-    }
 }
 
 /// Why a name gave no address to connect to.
@@ -76,20 +60,8 @@ pub(crate) enum Unresolved {
     #[error(transparent)]
     NoAddresses(#[from] NoAddresses),
     /// An address it answered is one the policy refuses.
-    #[error(transparent)]
-    Refused(#[from] PolicyRefusal),
-}
-
-impl Unresolved {
-    /// The error itself, boxed: the refusal stays findable by downcasting in reqwest's chain
-    /// (a transparent wrapper would hide it).
-    fn into_boxed(self) -> Box<dyn std::error::Error + Send + Sync> {
-        match self {
-            Unresolved::Lookup(err) => err.into(),
-            Unresolved::NoAddresses(err) => err.into(),
-            Unresolved::Refused(err) => err.into(),
-        }
-    }
+    #[error("blocked by the outbound network policy: {0}")]
+    Refused(Refusal),
 }
 
 impl PolicyResolver {
@@ -112,7 +84,7 @@ impl PolicyResolver {
                     %ip,
                     "outbound connection refused: {reason}"
                 );
-                return Err(PolicyRefusal { reason }.into());
+                return Err(Unresolved::Refused(reason));
             }
         }
         Ok(ips)

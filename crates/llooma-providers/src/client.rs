@@ -160,7 +160,7 @@ impl ProviderClient {
     /// Sends, waits for the headers until `deadline`, and turns error statuses into errors.
     async fn send(
         &self,
-        builder: llooma_net::reqwest::RequestBuilder,
+        builder: llooma_net::NetRequest,
         url: &str,
         deadline: Instant,
     ) -> Result<NetResponse, ProviderError> {

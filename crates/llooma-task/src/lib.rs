@@ -1,7 +1,11 @@
 //! Polling a connection and its request or body together in one task, without that task waking
 //! itself.
 //!
-//! A connection of ours is driven by the task that reads its response ([`crate::connection`]):
+//! Its own crate because both ends of Llooma's HTTP use it: the outbound client
+//! (`llooma-net`) and the server's inbound connections (`llooma-server`), and neither should
+//! reach into the other for a piece of runtime plumbing.
+//!
+//! An outbound connection is driven by the task that reads its response (`llooma-net`):
 //! its state machine and the request or body waiting on it are polled in the same poll. They
 //! talk through hyper's channels, and each hand-over wakes the other side: the request queued
 //! wakes the connection, the body read wakes it to read more, a chunk read wakes the body. With

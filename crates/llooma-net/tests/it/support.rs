@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub method: String,
     pub path: String,
     pub headers: HeaderMap,
 }
@@ -41,7 +42,12 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Server {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Server::start_on("127.0.0.1:0".parse().unwrap()).await
+    }
+
+    /// On a given address (to share a port with another server on another loopback address).
+    pub async fn start_on(addr: SocketAddr) -> Server {
+        let listener = TcpListener::bind(addr).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let log = Log::default();
         let connections = Arc::clone(&log.connections);
@@ -72,10 +78,11 @@ impl Server {
 
 async fn handle(State(log): State<Log>, request: Request) -> Response {
     let path = request.uri().path().to_owned();
-    log.requests
-        .lock()
-        .unwrap()
-        .push(Seen { path: path.clone(), headers: request.headers().clone() });
+    log.requests.lock().unwrap().push(Seen {
+        method: request.method().to_string(),
+        path: path.clone(),
+        headers: request.headers().clone(),
+    });
     let query = request.uri().query().unwrap_or("").to_owned();
     match path.as_str() {
         "/redirect" => {
