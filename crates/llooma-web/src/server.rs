@@ -266,7 +266,16 @@ impl Web {
     }
 
     fn page(&self, status: StatusCode, page: &Page) -> Response {
-        let nonce = hex::encode(rand::random::<[u8; 16]>());
+        let mut random = [0u8; 16];
+        // Without a random source the page would carry a guessable nonce: better none at all,
+        // which the policy then refuses (the page still renders, without its script).
+        let nonce = match getrandom::fill(&mut random) {
+            Ok(()) => hex::encode(random),
+            Err(err) => {
+                tracing::error!(error = %err, "no random source for the page's script nonce");
+                String::new()
+            }
+        };
         let assets = Assets {
             style: &self.style,
             client: self.client.as_ref().map(|c| (c.names.js.as_str(), c.names.wasm.as_str())),
