@@ -420,6 +420,15 @@ impl App {
         };
         // Everything the turn is built from, read at once and before it starts, so a failure
         // here leaves no turn behind.
+        let context = self
+            .store
+            .turn_context(account_id, conversation_id, held.as_ref().map(|h| h.version))
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let (provider_id, model) = checked_message(&message, &context.conversation)?;
+        let content = message.content.trim();
+        let chosen =
+            self.chosen_attachments(account_id, message.resources, message.prompts).await?;
         let TurnContext {
             conversation,
             tool_settings: settings,
@@ -431,78 +440,8 @@ impl App {
             tool_wordings,
             history: read,
             history_version,
-        } = self
-            .store
-            .turn_context(account_id, conversation_id, held.as_ref().map(|h| h.version))
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let content = message.content.trim();
-        if content.is_empty() || content.len() > MAX_MESSAGE_BYTES {
-            return Err(AppError::invalid(
-                "invalid_message",
-                format!("A message has 1 to {MAX_MESSAGE_BYTES} bytes."),
-            ));
-        }
-        let (Some(provider_id), Some(model)) =
-            (conversation.provider_id.clone(), conversation.model.clone())
-        else {
-            return Err(AppError::invalid(
-                "no_model",
-                "Choose a model for this conversation first (an administrator adds model \
-                 providers).",
-            ));
-        };
-        if message.resources.len() + message.prompts.len() > MAX_ATTACHMENTS {
-            return Err(AppError::invalid(
-                "too_many_attachments",
-                format!("A message brings at most {MAX_ATTACHMENTS} resources and prompts."),
-            ));
-        }
-        let mut chosen = Vec::new();
-        for r in message.resources {
-            let uri = r.address()?;
-            let (label, address, token) = self.active_server(account_id, &r.server_id).await?;
-            chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(uri) });
-        }
-        for p in message.prompts {
-            let (label, address, token) = self.active_server(account_id, &p.server_id).await?;
-            let what = ChosenWhat::Prompt(p.name, p.arguments);
-            chosen.push(Chosen { label, address, token, what });
-        }
-        // The messages before the person's new one, written out for the provider: as kept
-        // from the last turn when they did not change since, or as read.
-        let earlier = match (read, held) {
-            (Some(mut stored), _) => {
-                if let Some(turn) = &message.replaces {
-                    // The model reads the conversation as it was before the replaced message.
-                    let at = stored
-                        .iter()
-                        .position(|m| m.role == "user" && m.turn_id.as_ref() == Some(turn))
-                        .ok_or_else(|| {
-                            AppError::invalid(
-                                "unknown_message",
-                                "That message is not in this conversation any more; reload \
-                                 the page.",
-                            )
-                        })?;
-                    stored.truncate(at);
-                }
-                let messages: Vec<Message> = stored
-                    .into_iter()
-                    .map(|m| match m.role {
-                        "assistant" => Message::assistant(m.content),
-                        _ => Message::user(m.content),
-                    })
-                    .collect();
-                EncodedMessages::encode(&messages)
-            }
-            (None, Some(held)) => held.messages,
-            (None, None) => {
-                return Err(AppError::Internal(
-                    "the conversation's messages were neither read nor held".into(),
-                ));
-            }
-        };
+        } = context;
+        let earlier = earlier_messages(read, held, message.replaces.as_deref())?;
         let first_message = earlier.is_empty();
         // Kept after the turn with the person's message and its reply, unless it replaces
         // messages (those removed are not counted here: the next turn reads them all again).
@@ -522,10 +461,6 @@ impl App {
             model_prompt.as_deref(),
             persona.as_ref().map(|p| p.prompt.as_str()),
         );
-
-        // The first exchange of an untitled conversation may be named by the model afterwards.
-        let name_by_model = conversation.title == UNTITLED && first_message && titles_from_model;
-
         let now = now_rfc3339();
         let started = TurnStarted {
             model: Some(model.clone()),
@@ -533,47 +468,10 @@ impl App {
             replaced: message.replaces.clone(),
             ..TurnStarted::new(String::new())
         };
-        let replica = &self.turns.replica_id;
-        // The turn's row, the person's message and `start`: one write, unless the message
-        // replaces others (an edit, or a reply asked for again: those are removed first, and
-        // the turn logs its `start` when it runs).
-        let (turn_id, sink, started) = match &message.replaces {
-            None => {
-                let opened =
-                    self.store.open_turn(conversation_id, replica, content, started).await?;
-                let sink = self.turns.log_sink(&self.store, conversation_id, &opened.turn_id);
-                (opened.turn_id, sink, Start::Logged(opened.start_seq, opened.start))
-            }
-            Some(turn) => {
-                let turn_id = self.store.start_turn(conversation_id, replica).await?;
-                let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
-                let added = match self.store.remove_messages_from_turn(conversation_id, turn).await
-                {
-                    Ok(()) => {
-                        self.store
-                            .add_message(conversation_id, "user", content, Some(&turn_id))
-                            .await
-                    }
-                    Err(err) => Err(err),
-                };
-                if let Err(err) = added {
-                    let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
-                    return Err(err.into());
-                }
-                let started = TurnStarted { turn_id: turn_id.clone(), ..started };
-                (turn_id, sink, Start::ToLog(started))
-            }
-        };
-        // An untitled conversation is named by its first message.
+        let (turn_id, sink, started) =
+            self.open_turn(conversation_id, content, message.replaces.as_deref(), started).await?;
         if conversation.title == UNTITLED && first_message {
-            let patch =
-                ConversationPatch { title: Some(title_from(content)), ..Default::default() };
-            if let Err(err) =
-                self.store.update_conversation(account_id, conversation_id, patch).await
-            {
-                let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
-                return Err(err.into());
-            }
+            self.title_by_first_message(account_id, conversation_id, content, &sink).await?;
         }
         // Tabs hear of the turn once its Stop works, from the turn's task (see
         // `run_conversation_turn`).
@@ -606,15 +504,19 @@ impl App {
             conversation_id: conversation_id.to_owned(),
             turn_id: turn_id.clone(),
         };
+        // The first exchange of an untitled conversation may be named by the model afterwards.
+        let naming =
+            (conversation.title == UNTITLED && first_message && titles_from_model).then(|| {
+                Naming {
+                    account_id: account_id.to_owned(),
+                    provider_id: plan.provider_id.clone(),
+                    model: plan.request.model.clone(),
+                    asked: content.to_owned(),
+                }
+            });
         let app = self.clone();
-        let naming = name_by_model.then(|| Naming {
-            account_id: account_id.to_owned(),
-            provider_id: plan.provider_id.clone(),
-            model: plan.request.model.clone(),
-            asked: content.to_owned(),
-        });
-        // Boxed: the turn's future is some 16 KB, and tokio moves an unboxed one by value into
-        // its task and again when it finishes (7% of a plain turn's instructions).
+        // Boxed: the turn's future is large, and tokio moves an unboxed one by value into its
+        // task and again when it finishes.
         tokio::spawn(Box::pin(async move {
             let reply = app
                 .clone()
@@ -625,6 +527,77 @@ impl App {
             }
         }));
         Ok(turn_id)
+    }
+
+    /// The servers of the resources and prompts the person chose, each one of theirs and
+    /// active, checked before the turn starts.
+    async fn chosen_attachments(
+        &self,
+        account_id: &str,
+        resources: Vec<ChosenResource>,
+        prompts: Vec<ChosenPrompt>,
+    ) -> Result<Vec<Chosen>, AppError> {
+        let mut chosen = Vec::with_capacity(resources.len() + prompts.len());
+        for r in resources {
+            let uri = r.address()?;
+            let (label, address, token) = self.active_server(account_id, &r.server_id).await?;
+            chosen.push(Chosen { label, address, token, what: ChosenWhat::Resource(uri) });
+        }
+        for p in prompts {
+            let (label, address, token) = self.active_server(account_id, &p.server_id).await?;
+            let what = ChosenWhat::Prompt(p.name, p.arguments);
+            chosen.push(Chosen { label, address, token, what });
+        }
+        Ok(chosen)
+    }
+
+    /// Opens the turn: its row, the person's message and `start`, in one write, unless the
+    /// message replaces others (an edit, or a reply asked for again: those are removed first,
+    /// and the turn logs its `start` when it runs).
+    async fn open_turn(
+        &self,
+        conversation_id: &str,
+        content: &str,
+        replaces: Option<&str>,
+        started: TurnStarted,
+    ) -> Result<(String, LogSink, Start), AppError> {
+        let replica = &self.turns.replica_id;
+        let Some(turn) = replaces else {
+            let opened = self.store.open_turn(conversation_id, replica, content, started).await?;
+            let sink = self.turns.log_sink(&self.store, conversation_id, &opened.turn_id);
+            return Ok((opened.turn_id, sink, Start::Logged(opened.start_seq, opened.start)));
+        };
+        let turn_id = self.store.start_turn(conversation_id, replica).await?;
+        let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
+        let added = match self.store.remove_messages_from_turn(conversation_id, turn).await {
+            Ok(()) => {
+                self.store.add_message(conversation_id, "user", content, Some(&turn_id)).await
+            }
+            Err(err) => Err(err),
+        };
+        if let Err(err) = added {
+            let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
+            return Err(err.into());
+        }
+        let started = TurnStarted { turn_id: turn_id.clone(), ..started };
+        Ok((turn_id, sink, Start::ToLog(started)))
+    }
+
+    /// An untitled conversation is named by its first message; failing that, the turn just
+    /// opened ends failed.
+    async fn title_by_first_message(
+        &self,
+        account_id: &str,
+        conversation_id: &str,
+        content: &str,
+        sink: &LogSink,
+    ) -> Result<(), AppError> {
+        let patch = ConversationPatch { title: Some(title_from(content)), ..Default::default() };
+        if let Err(err) = self.store.update_conversation(account_id, conversation_id, patch).await {
+            let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
+            return Err(err.into());
+        }
+        Ok(())
     }
 
     async fn run_conversation_turn(
@@ -766,6 +739,74 @@ impl App {
             }
         }
         attachments
+    }
+}
+
+/// A message a turn can be started for: its text within bounds, a model chosen, not too many
+/// attachments. Gives the conversation's provider and model.
+fn checked_message(
+    message: &NewMessage,
+    conversation: &Conversation,
+) -> Result<(String, String), AppError> {
+    let content = message.content.trim();
+    if content.is_empty() || content.len() > MAX_MESSAGE_BYTES {
+        return Err(AppError::invalid(
+            "invalid_message",
+            format!("A message has 1 to {MAX_MESSAGE_BYTES} bytes."),
+        ));
+    }
+    let (Some(provider_id), Some(model)) =
+        (conversation.provider_id.clone(), conversation.model.clone())
+    else {
+        return Err(AppError::invalid(
+            "no_model",
+            "Choose a model for this conversation first (an administrator adds model providers).",
+        ));
+    };
+    if message.resources.len() + message.prompts.len() > MAX_ATTACHMENTS {
+        return Err(AppError::invalid(
+            "too_many_attachments",
+            format!("A message brings at most {MAX_ATTACHMENTS} resources and prompts."),
+        ));
+    }
+    Ok((provider_id, model))
+}
+
+/// The messages before the person's new one, written out for the provider: as kept from the
+/// last turn when they did not change since (`held`), or as `read`; cut before the message a
+/// new one `replaces`, since the model reads the conversation as it was before it.
+fn earlier_messages(
+    read: Option<Vec<llooma_store::HistoryMessage>>,
+    held: Option<crate::history_cache::HeldHistory>,
+    replaces: Option<&str>,
+) -> Result<EncodedMessages, AppError> {
+    match (read, held) {
+        (Some(mut stored), _) => {
+            if let Some(turn) = replaces {
+                let at = stored
+                    .iter()
+                    .position(|m| m.role == "user" && m.turn_id.as_deref() == Some(turn))
+                    .ok_or_else(|| {
+                        AppError::invalid(
+                            "unknown_message",
+                            "That message is not in this conversation any more; reload the page.",
+                        )
+                    })?;
+                stored.truncate(at);
+            }
+            let messages: Vec<Message> = stored
+                .into_iter()
+                .map(|m| match m.role {
+                    "assistant" => Message::assistant(m.content),
+                    _ => Message::user(m.content),
+                })
+                .collect();
+            Ok(EncodedMessages::encode(&messages))
+        }
+        (None, Some(held)) => Ok(held.messages),
+        (None, None) => {
+            Err(AppError::Internal("the conversation's messages were neither read nor held".into()))
+        }
     }
 }
 
