@@ -139,13 +139,16 @@ async fn trickling_crowd(server: &Server) -> Vec<tokio::task::JoinHandle<()>> {
         server.base
     );
     let mut crowd = Vec::with_capacity(IDLE_CONNECTIONS);
+    let sent = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for _ in 0..IDLE_CONNECTIONS {
         let head = head.clone();
+        let sent = sent.clone();
         crowd.push(tokio::spawn(async move {
             let Ok(mut stream) = TcpStream::connect(address).await else { return };
             if stream.write_all(head.as_bytes()).await.is_err() {
                 return;
             }
+            sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             loop {
                 tokio::time::sleep(Duration::from_secs(2)).await;
                 if stream.write_all(b" ").await.is_err() {
@@ -154,6 +157,15 @@ async fn trickling_crowd(server: &Server) -> Vec<tokio::task::JoinHandle<()>> {
             }
         }));
     }
+    // The crowd is in place (its heads sent, those over the cap turned away) before anyone
+    // else asks anything.
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    while sent.load(std::sync::atomic::Ordering::SeqCst) < IDLE_CONNECTIONS
+        && tokio::time::Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     crowd
 }
 
@@ -182,6 +194,12 @@ async fn clients_trickling_their_bodies_under_a_hard_limit_of_1024_are_cut_off()
 
     let arrived = tokio::time::Instant::now();
     let crowd = trickling_crowd(&server).await;
+    // Held: every connection the server may serve is busy with a body that hardly moves.
+    assert!(
+        !health_answers_by(&server.base, tokio::time::Instant::now() + Duration::from_secs(2))
+            .await,
+        "the crowd did not fill the server"
+    );
     assert!(
         health_answers_by(&server.base, arrived + Duration::from_secs(30)).await,
         "/healthz did not answer within 30 s of the trickling crowd"
