@@ -1,7 +1,7 @@
 //! A conversation's messages are read oldest first on every turn, ordered by
 //! `(created_at_ms, id)`. The index of m0004 covered only `created_at_ms`, so SQLite sorted each
-//! run of messages sharing a millisecond on its own (a sort per run, some 5% of a plain turn in a
-//! conversation of a hundred messages). This index gives the whole order and replaces it.
+//! run of messages sharing a millisecond on its own (a sort per run, on every turn, more of them
+//! the longer the conversation). This index gives the whole order and replaces it.
 
 use sea_orm_migration::prelude::*;
 

@@ -2,10 +2,11 @@
 //!
 //! With m0011's insert trigger every message was indexed by the statement that wrote it, and
 //! FTS5 wrote a new index segment at each commit: two per turn (the person's message, the
-//! reply), about a tenth of a plain turn's CPU. Now the insert trigger only notes the message's
-//! rowid in `messages_search_pending`; the store moves the noted messages into the index in one
-//! batch before every search and every few seconds besides (`Store::index_pending_messages`),
-//! so a search still finds a message the moment it is written.
+//! reply), work the turn waited for though no search needed it yet. Now the insert trigger only
+//! notes the message's rowid in `messages_search_pending`; the store moves the noted messages
+//! into the index in one batch before every search and every few seconds besides
+//! (`Store::index_pending_messages`), so a search still finds a message the moment it is
+//! written.
 //!
 //! Invariant: a message is in the index exactly when it exists and its rowid is not in
 //! `messages_search_pending`. The delete and update triggers keep it: an indexed message is

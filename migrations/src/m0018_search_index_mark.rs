@@ -1,10 +1,10 @@
 //! SQLite: which messages wait for the full-text index is told by one mark, not by a list.
 //!
 //! m0017's insert trigger noted every new message's rowid in `messages_search_pending`: a write
-//! to one more b-tree in each of a turn's two commits (two WAL pages of a plain turn's 22). Now
-//! `messages_search_mark` holds the highest rowid indexed (`indexed_through`); a message whose
-//! rowid is above it waits, and `Store::index_pending_messages` indexes those in one
-//! transaction and moves the mark (before every search, and every few seconds besides).
+//! to one more b-tree, and so one more page of the write-ahead log, in each of a turn's two
+//! commits. Now `messages_search_mark` holds the highest rowid indexed (`indexed_through`); a
+//! message whose rowid is above it waits, and `Store::index_pending_messages` indexes those in
+//! one transaction and moves the mark (before every search, and every few seconds besides).
 //!
 //! Invariant: a message is in the index exactly when it exists and its rowid is at most the
 //! mark. The triggers keep it:

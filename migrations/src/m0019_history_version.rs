@@ -2,8 +2,8 @@
 //! inserted, deleted or updated adds one, in the database, by trigger, whoever writes it (this
 //! process, another replica, an operator's SQL). A turn that already holds a conversation's
 //! messages from an earlier turn names the version it holds them at, and the messages are read
-//! again only when the number differs (`Store::turn_context`): reading a long history was a
-//! third of a plain turn's instructions.
+//! again only when the number differs (`Store::turn_context`): reading a history costs more the
+//! longer it is, and on most turns it is the one the previous turn already read.
 //!
 //! Invariant: the number only grows, and two reads of a conversation that see the same number
 //! see the same messages.

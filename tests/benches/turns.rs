@@ -24,7 +24,7 @@
 //!    `llooma-mcp-client`'s `call_ratio` bench and handed over in `LLOOMA_BENCH_MCP_CALL*`);
 //! 7. 1,000 tabs watching one conversation's turn of 200 deltas (a warm-up round, then two), and
 //!    1,000 tabs each watching its own new conversation's first turn, all at once (20 deltas
-//!    each: at `86c6091` that round took 84 s of CPU with 20, five minutes with 200);
+//!    each, not 200, so that this one round does not dominate the bench's run time);
 //!
 //! and the server's start to ready, idle resident memory and resident memory after 110 turns.
 //!
@@ -32,8 +32,9 @@
 //! stream; server CPU as the sum over every thread of `/proc/PID/task/*/schedstat` (first field,
 //! ns; a thread that appears counts whole, one that exits loses only its time since the last
 //! read, which for tokio's blocking threads is idle time), read just before the POST and again
-//! once the turn is over: after `end`, when the sum has not moved for 10 ms (the scheduler tick
-//! here is 4 ms, and a busy thread's counter only moves at a tick or a switch), 300 ms at most.
+//! once the turn is over: after `end`, when the sum has not moved for 10 ms (over two scheduler
+//! ticks on a 250 Hz kernel, and a busy thread's counter only moves at a tick or a switch), 300 ms
+//! at most.
 //! Rows of single turns run 10 warm-up then 50 measured turns each.
 //!
 //! With `LLOOMA_BIN_BASELINE` (xtask's `--baseline <rev>`), every row runs on both binaries,
@@ -83,8 +84,8 @@ const PLAIN_TEXT: &str = "The quick brown fox jumps over the lazy dog, and then 
 const CONCURRENT: usize = 100;
 const TABS: usize = 1000;
 const DELTAS: usize = 200;
-/// Deltas per answer when 1,000 new conversations answer at once: with 200, that row alone took
-/// five minutes per binary at `86c6091` (see the row).
+/// Deltas per answer when 1,000 new conversations answer at once: fewer than [`DELTAS`], so
+/// that this row does not dominate the bench's run time (see the row).
 const SPREAD_DELTAS: usize = 20;
 /// Starts per binary for start-to-ready and idle memory.
 const STARTS: usize = 5;

@@ -1,9 +1,9 @@
 //! The messages of conversations that had a turn lately, kept between their turns, each under
 //! the history version the database had when they were read or written (m0019): a turn names
 //! that version and the messages are read again only when it is no longer the conversation's.
-//! Reading a long history was a third of a plain turn's instructions, and it is read on every
-//! turn. They are kept written out as the provider receives them ([`EncodedMessages`]), so a
-//! turn neither copies nor writes them out again (that was a fifth more).
+//! Reading a history costs more the longer it is, and every turn needs it. They are kept written
+//! out as the provider receives them ([`EncodedMessages`]), so a turn neither copies nor writes
+//! them out again (work that also grew with the history).
 //!
 //! Why a kept history is never wrong: the database moves a conversation's version by one for
 //! every message inserted, deleted or updated, by anyone, and never moves it back. A turn that

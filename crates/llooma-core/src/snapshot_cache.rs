@@ -2,10 +2,10 @@
 //!
 //! Every turn offering MCP tools reads the account's servers, and every call checks its tool is
 //! still in use; each parsed the server's stored snapshot, a JSON document of every tool with its
-//! schema (tens of KB for a server with many tools). That parse was a sixteenth of a turn with
-//! one MCP call. The text is still read from the database each time, so what is kept is never
-//! stale: an entry is used only when the stored text equals the text it was parsed from, byte
-//! for byte, whoever wrote the row and however.
+//! schema (tens of KB for a server with many tools), the same document every time until the
+//! server's tools change. The text is still read from the database each time, so what is kept
+//! is never stale: an entry is used only when the stored text equals the text it was parsed
+//! from, byte for byte, whoever wrote the row and however.
 //!
 //! Bounded: at most [`MAX_ENTRIES`] servers and [`MAX_BYTES`] of text; when either is passed,
 //! everything kept is dropped (a re-parse per server is the whole cost of that).

@@ -33,7 +33,7 @@ impl McpClient {
     pub fn new(policy: Arc<OutboundPolicy>, config: McpConfig) -> Result<Self, McpError> {
         let net = NetClient::builder(Arc::clone(&policy), Purpose::Mcp)
             // Connections are kept between calls; a server that answers in several small
-            // writes without TCP_NODELAY would otherwise wait for our delayed ACK (~44 ms).
+            // writes without TCP_NODELAY would otherwise wait for our delayed ACK on each call.
             .ack_every_read(true)
             // Bounded per JSON answer and per SSE event instead (Limits::max_response_bytes):
             // a session's stream has no total size.

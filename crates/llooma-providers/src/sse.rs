@@ -28,7 +28,7 @@ impl SseDecoder {
     /// Feeds bytes; pushes the data of every event they complete. A line that arrived whole
     /// is read where it lies; only the piece of a line a chunk ends in is copied (to
     /// `partial`), and lines are found with `memchr` (a byte-at-a-time search and a copy of
-    /// every line were a twentieth of a plain turn's instructions).
+    /// every line are paid per byte and per line of every answer a model streams).
     pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), NotUtf8> {
         let mut rest = bytes;
         if self.after_cr && rest.first() == Some(&b'\n') {

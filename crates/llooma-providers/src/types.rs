@@ -104,7 +104,7 @@ impl Message {
 
 /// Messages already written as the provider receives them, to be sent again byte for byte
 /// ([`Message::Encoded`]). A conversation's earlier messages are the same on every turn; writing
-/// them out anew each time was a fifth of a plain turn's instructions. Cheap to clone: each
+/// them out anew each time repeated work that grows with the conversation. Cheap to clone: each
 /// message's text is shared, not copied.
 #[derive(Debug, Clone, Default)]
 ///

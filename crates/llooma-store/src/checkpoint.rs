@@ -2,8 +2,8 @@
 //!
 //! Left to itself, SQLite checkpoints in whichever connection commits the write that takes the
 //! log past 1,000 pages: that is often the hot path's connection ([`crate::inline`]), which runs
-//! on the runtime's worker threads, so one turn in a few hundred paid for copying the whole log
-//! into the database file, and every task queued on that worker waited with it. So both of our
+//! on the runtime's worker threads, so now and then a turn paid for copying the whole log into
+//! the database file, and every task queued on that worker waited with it. So both of our
 //! connections have automatic checkpoints switched off (`PRAGMA wal_autocheckpoint = 0`) and
 //! this thread, with a connection of its own, runs a passive checkpoint every
 //! [`CHECKPOINT_EVERY`]: it copies what no reader still needs and never waits for or blocks a

@@ -41,8 +41,8 @@ impl Columns for sea_orm::QueryResult {
 
 /// The column names of one query of the inline SQLite connection, read from SQLite on its
 /// first row and kept: a call site's SQL is a constant, so its columns never change. Reading
-/// them for every row (`column_names`, each name asked of SQLite and checked as UTF-8) was 1.5%
-/// of a plain turn's instructions.
+/// them for every row (`column_names`, each name asked of SQLite and checked as UTF-8) repeated
+/// the same work on every row of every turn.
 pub(crate) struct ColumnNames(OnceLock<Box<[Box<str>]>>);
 
 impl ColumnNames {
@@ -52,10 +52,10 @@ impl ColumnNames {
 }
 
 /// A row of the inline SQLite connection, read by column name. rusqlite finds a column by name
-/// by asking SQLite for each column's name in turn: a turn's context (35 columns, read by name)
-/// asked some 600 times, 3% of a plain turn's instructions. Here the names are kept per query
-/// ([`ColumnNames`]) and a name is looked for first after the column read last, since a query's
-/// columns are mostly read in their order (a search from the first column each time was 1.8%).
+/// by asking SQLite for each column's name in turn, so a wide row read by name asks for the
+/// same names over and over. Here the names are kept per query ([`ColumnNames`]) and a name is
+/// looked for first after the column read last, since a query's columns are mostly read in
+/// their order (a search from the first column each time walks past every column read before).
 pub(crate) struct SqliteRow<'r, 's> {
     row: &'r rusqlite::Row<'s>,
     names: &'r [Box<str>],

@@ -2,10 +2,10 @@
 //!
 //! sqlx runs each SQLite connection on a worker thread of its own: every statement is two
 //! hand-offs (the runtime wakes the worker, the worker wakes the runtime), and every release to
-//! the pool is one more round trip (a ping). A turn's statements take tens of microseconds in
-//! SQLite; the hand-offs cost more than that, and were half of a plain turn's CPU. So the
-//! requests every signed-in page and every turn make (the session, the turn's context, the
-//! turn's writes) go to a second connection to the same file, run here and now.
+//! the pool is one more round trip (a ping). A turn's statements are little work for SQLite
+//! itself; the hand-offs around them cost more than the statements do. So the requests every
+//! signed-in page and every turn make (the session, the turn's context, the turn's writes) go to
+//! a second connection to the same file, run here and now.
 //!
 //! Two connections mean two writers, and SQLite lets one write at a time:
 //! - this connection writes in `BEGIN IMMEDIATE` transactions (it takes the write lock before

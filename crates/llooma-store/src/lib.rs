@@ -228,8 +228,8 @@ impl Store {
 
     /// The first row `select` finds, where [`Store::find_all`] runs it. On SQLite without a
     /// `LIMIT`: sea-orm binds its `LIMIT 1` as a parameter, and SQLite plans a `LIMIT ?` for the
-    /// value bound, so it prepared the statement again on every run (a tenth of a turn with an
-    /// MCP call); only the first row is read instead.
+    /// value bound, so it prepared the statement again on every run, and an MCP turn runs such
+    /// reads several times; only the first row is read instead.
     pub(crate) async fn find_one<E>(
         &self,
         select: sea_orm::Select<E>,

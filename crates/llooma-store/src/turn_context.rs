@@ -92,8 +92,8 @@ const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.to
 
 /// The conversation's messages as one JSON array of `[role, content, turn_id]`, oldest first
 /// (Postgres: one round trip). On SQLite, whose rows cost nothing to fetch on the inline
-/// connection, they are read as rows ([`HISTORY_ROWS_SQLITE`]): building and parsing the JSON
-/// was a tenth of a turn's CPU in a conversation of a hundred messages.
+/// connection, they are read as rows ([`HISTORY_ROWS_SQLITE`]): building the JSON and parsing
+/// it again grows with the conversation, on every turn that reads it.
 const HISTORY_ROWS_SQLITE: &str = "SELECT role, content, turn_id FROM messages \
     WHERE conversation_id = ? ORDER BY created_at_ms, id";
 /// `NULL` when the conversation is still at the version the caller holds (the first `?`; -1
