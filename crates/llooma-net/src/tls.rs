@@ -1,13 +1,12 @@
 //! The TLS configuration every client gets: built once per process, cloned into each client.
 //!
-//! reqwest, left to itself, builds a rustls configuration for every `Client`, and with it a
-//! `rustls_platform_verifier::Verifier`, which reads and decodes every certificate of the
-//! system's store (~145 PEM files here): about 30% of a turn's CPU when each turn built its
-//! provider's client. The configuration built here is the one reqwest would build (its
-//! `TlsBackend::Rustls` path with default settings: the platform verifier, the installed or the
-//! aws-lc-rs crypto provider, every protocol version rustls has, SNI on, no client certificate,
-//! ALPN `http/1.1` since reqwest is built without HTTP/2); a clone shares the verifier (an
-//! `Arc`), so the certificates are read once.
+//! Building a rustls configuration with the platform verifier reads and decodes every
+//! certificate of the system's store; done for every client, that was most of what building a
+//! provider's client cost, and a turn built one. The configuration built here verifies as a
+//! default reqwest client would (the platform verifier, the installed or the aws-lc-rs crypto
+//! provider, every protocol version rustls has, SNI on, no client certificate, ALPN
+//! `http/1.1`: our connections speak HTTP/1); a clone shares the verifier (an `Arc`), so the
+//! certificates are read once.
 
 use std::sync::{Arc, OnceLock};
 
@@ -39,14 +38,14 @@ pub(crate) fn client_config() -> Result<ClientConfig, NetError> {
         }
     };
     let mut config = shared.clone();
-    // Each client keeps its own TLS session cache, as each had with reqwest's own
-    // configuration: a session one client resumed is never offered by another.
+    // Each client keeps its own TLS session cache: a session one client resumed is never
+    // offered by another (a client per purpose, so a page read cannot resume a provider's).
     config.resumption = Resumption::default();
     Ok(config)
 }
 
 fn build() -> Result<ClientConfig, NetError> {
-    // As reqwest does: a provider the process installed, else aws-lc-rs.
+    // A provider the process installed, else aws-lc-rs.
     let provider = CryptoProvider::get_default()
         .cloned()
         .unwrap_or_else(|| Arc::new(rustls::crypto::aws_lc_rs::default_provider()));
@@ -58,9 +57,8 @@ fn build() -> Result<ClientConfig, NetError> {
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth();
-    // reqwest sets ALPN itself only on configurations it builds; on a preconfigured one it
-    // leaves them as given. What it would set with HTTP/1 only (its `http2` feature is off;
-    // turning it on means offering "h2" first here too).
+    // Our connections speak HTTP/1 only (hyper's `http1` client): offering "h2" would let a
+    // server choose a protocol we do not speak.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -74,7 +72,7 @@ mod tests {
     // per_process`, `https_is_verified_against_the_system_store_and_negotiates_http1`).
 
     #[test]
-    fn configuration_is_the_one_reqwest_would_build() {
+    fn configuration_offers_http1_with_sni_and_no_client_certificate() {
         let config = client_config().unwrap();
         assert_eq!(config.alpn_protocols, vec![b"http/1.1".to_vec()]);
         assert!(config.enable_sni);
