@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use leptos::either::{Either, EitherOf3, EitherOf4};
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, PersonaView,
@@ -16,93 +17,121 @@ use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::sidebar::ConversationList;
 use crate::{api, stream};
 
-/// The whole body of a page.
+/// Calls `$finish` with a closure that builds the page's view. One list of pages for both sides:
+/// the server erases the view's type ([`App`]), the browser hydrates each page with its own type
+/// ([`hydrate_page`]), because an erased view also brings the code to hydrate it asynchronously,
+/// which no page uses, for every page into the browser part.
+macro_rules! with_page_view {
+    ($page:expr, $finish:expr) => {
+        match $page {
+            Page::SignIn { first_run, registration_open } => {
+                $finish(move || view! { <SignIn first_run registration_open /> })
+            }
+            Page::Home { me, conversations, older, newest, cards, now_ms, no_provider } => {
+                $finish(move || {
+                    view! { <Home me conversations older newest cards now_ms no_provider /> }
+                })
+            }
+            Page::Conversation {
+                me,
+                detail,
+                cards,
+                providers,
+                personas,
+                attachables,
+                always_allow,
+                now_ms,
+                conversations,
+                older,
+            } => $finish(move || {
+                view! {
+                    <Conversation
+                        me
+                        detail
+                        cards
+                        providers
+                        personas
+                        attachables
+                        always_allow
+                        now_ms
+                        conversations
+                        older
+                    />
+                }
+            }),
+            Page::SettingsTools { me, servers, settings, cost, consent, preferences } => {
+                $finish(move || {
+                    view! {
+                        <crate::settings::SettingsTools
+                            me
+                            servers
+                            settings
+                            cost
+                            consent
+                            preferences
+                        />
+                    }
+                })
+            }
+            Page::SettingsBots { me, bots, providers, personas } => $finish(move || {
+                view! { <crate::bots::SettingsBots me bots providers personas /> }
+            }),
+            Page::SettingsPersonas { me, personas } => {
+                $finish(move || view! { <crate::personas::SettingsPersonas me personas /> })
+            }
+            Page::SettingsPrompts { me, wordings } => {
+                $finish(move || view! { <crate::personas::SettingsPrompts me wordings /> })
+            }
+            Page::AdminHome { me, providers, settings, servers } => $finish(move || {
+                view! { <crate::admin::AdminHome me providers settings servers /> }
+            }),
+            Page::AdminInstance { me, providers, settings } => $finish(move || {
+                view! { <crate::admin::AdminInstance me providers settings /> }
+            }),
+            Page::AdminMcp { me, users_can_add, servers } => $finish(move || {
+                view! { <crate::settings::AdminMcp me users_can_add servers /> }
+            }),
+            Page::Discover { me, entries, tags, query, tag, can_add } => $finish(move || {
+                view! { <crate::discover::Discover me entries tags query tag can_add /> }
+            }),
+            Page::AddServer { me, label, address, dropped, can_add, entry } => $finish(move || {
+                view! { <crate::discover::AddServer me label address dropped can_add entry /> }
+            }),
+            Page::AdminCatalogue { me, entries } => {
+                $finish(move || view! { <crate::discover::AdminCatalogue me entries /> })
+            }
+            Page::NotFound { me } => $finish(move || view! { <NotFound me /> }),
+        }
+    };
+}
+
+/// The whole body of a page, as the server renders it.
 #[component]
 pub fn App(page: Page) -> impl IntoView {
-    match page {
-        Page::SignIn { first_run, registration_open } => {
-            view! { <SignIn first_run registration_open /> }.into_any()
-        }
-        Page::Home { me, conversations, older, newest, cards, now_ms, no_provider } => {
-            view! { <Home me conversations older newest cards now_ms no_provider /> }.into_any()
-        }
-        Page::Conversation {
-            me,
-            detail,
-            cards,
-            providers,
-            personas,
-            attachables,
-            always_allow,
-            now_ms,
-            conversations,
-            older,
-        } => view! {
-            <Conversation
-                me
-                detail
-                cards
-                providers
-                personas
-                attachables
-                always_allow
-                now_ms
-                conversations
-                older
-            />
-        }
-        .into_any(),
-        Page::SettingsTools { me, servers, settings, cost, consent, preferences } => view! {
-            <crate::settings::SettingsTools me servers settings cost consent preferences />
-        }
-        .into_any(),
-        Page::SettingsBots { me, bots, providers, personas } => view! {
-            <crate::bots::SettingsBots me bots providers personas />
-        }
-        .into_any(),
-        Page::SettingsPersonas { me, personas } => view! {
-            <crate::personas::SettingsPersonas me personas />
-        }
-        .into_any(),
-        Page::SettingsPrompts { me, wordings } => view! {
-            <crate::personas::SettingsPrompts me wordings />
-        }
-        .into_any(),
-        Page::AdminHome { me, providers, settings, servers } => view! {
-            <crate::admin::AdminHome me providers settings servers />
-        }
-        .into_any(),
-        Page::AdminInstance { me, providers, settings } => view! {
-            <crate::admin::AdminInstance me providers settings />
-        }
-        .into_any(),
-        Page::AdminMcp { me, users_can_add, servers } => view! {
-            <crate::settings::AdminMcp me users_can_add servers />
-        }
-        .into_any(),
-        Page::Discover { me, entries, tags, query, tag, can_add } => view! {
-            <crate::discover::Discover me entries tags query tag can_add />
-        }
-        .into_any(),
-        Page::AddServer { me, label, address, dropped, can_add, entry } => view! {
-            <crate::discover::AddServer me label address dropped can_add entry />
-        }
-        .into_any(),
-        Page::AdminCatalogue { me, entries } => view! {
-            <crate::discover::AdminCatalogue me entries />
-        }
-        .into_any(),
-        Page::NotFound { me } => view! {
-            <div class="page">
-                {me.map(|me| view! { <TopBar me /> })}
-                <main class="narrow">
-                    <h1>"Not found"</h1>
-                    <p>"There is nothing here, or it is not yours."</p>
-                    <p><a href="/">"Back to your conversations"</a></p>
-                </main>
-            </div>
-        }
-        .into_any(),
+    with_page_view!(page, erased)
+}
+
+fn erased<V: IntoView + 'static>(view: impl FnOnce() -> V) -> AnyView {
+    view().into_any()
+}
+
+/// Takes over the server-rendered body of `page` in the browser.
+#[cfg(feature = "hydrate")]
+pub fn hydrate_page(page: Page) {
+    with_page_view!(page, leptos::mount::hydrate_body)
+}
+
+#[component]
+fn NotFound(me: Option<Me>) -> impl IntoView {
+    view! {
+        <div class="page">
+            {me.map(|me| view! { <TopBar me /> })}
+            <main class="narrow">
+                <h1>"Not found"</h1>
+                <p>"There is nothing here, or it is not yours."</p>
+                <p><a href="/">"Back to your conversations"</a></p>
+            </main>
+        </div>
     }
 }
 
@@ -278,7 +307,7 @@ fn Home(
     // Until a model provider exists nobody can chat: say so, and lead an administrator there.
     let missing = no_provider.then(|| {
         if me.admin {
-            view! {
+            Either::Left(view! {
                 <section class="card setup-needed">
                     <h2>"One step left: a model provider"</h2>
                     <p>
@@ -287,18 +316,16 @@ fn Home(
                     </p>
                     <a class="button primary" href="/admin/instance">"Add a model provider"</a>
                 </section>
-            }
-            .into_any()
+            })
         } else {
-            view! {
+            Either::Right(view! {
                 <section class="card setup-needed">
                     <p>
                         "There is no model provider yet, so conversations cannot be answered. \
                          Ask an administrator of this instance to add one."
                     </p>
                 </section>
-            }
-            .into_any()
+            })
         }
     });
     view! {
@@ -646,9 +673,9 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
     let reply = entry.reply;
     let turn = entry.turn_id.clone();
     let actions = if user {
-        turn.map(|turn| message_actions(chat, turn, reply).into_any())
+        turn.map(|turn| Either::Left(message_actions(chat, turn, reply)))
     } else {
-        Some(reply_actions(chat, entry.key, turn, reply).into_any())
+        Some(Either::Right(reply_actions(chat, entry.key, turn, reply)))
     };
     view! {
         <li class=class>
@@ -763,22 +790,21 @@ fn reply_actions(
 
 fn part_view(user: bool, part: ReplyPart) -> impl IntoView {
     match part {
-        ReplyPart::Text { text } if user => view! { <div class="text">{text}</div> }.into_any(),
+        ReplyPart::Text { text } if user => EitherOf4::A(view! { <div class="text">{text}</div> }),
         // A reply's Markdown, rendered again as each piece of the stream arrives.
-        ReplyPart::Text { text } => crate::markdown::markdown(&text).into_any(),
-        ReplyPart::Reasoning { text } => view! {
+        ReplyPart::Text { text } => EitherOf4::B(crate::markdown::markdown(&text)),
+        ReplyPart::Reasoning { text } => EitherOf4::C(view! {
             <details class="reasoning">
                 <summary>"Reasoning"</summary>
                 <div class="text">{text}</div>
             </details>
-        }
-        .into_any(),
-        ReplyPart::Step { step } => step_view(&step).into_any(),
+        }),
+        ReplyPart::Step { step } => EitherOf4::D(step_view(&step)),
     }
 }
 
 /// A tool call in the timeline: which server and tool, and what became of it.
-fn step_view(step: &Step) -> impl IntoView {
+fn step_view(step: &Step) -> impl IntoView + use<> {
     let text = |field: &Option<String>| field.clone().unwrap_or_default();
     let state = step.state.as_str();
     if !step.is_mcp() {
@@ -790,13 +816,12 @@ fn step_view(step: &Step) -> impl IntoView {
             StepState::Failed => format!(" — failed: {}", text(&step.error)),
             _ => String::new(),
         };
-        return view! {
+        return EitherOf3::A(view! {
             <details class=format!("step builtin {state}") data-state=state>
                 <summary>"Used " <b>{tool}</b> {outcome}</summary>
                 <pre class="result">{result}</pre>
             </details>
-        }
-        .into_any();
+        });
     }
     let server = text(&step.server);
     // An MCP tool call names the server's tool; a resource or prompt the person attached, or the
@@ -838,15 +863,15 @@ fn step_view(step: &Step) -> impl IntoView {
     };
     match step.output.clone() {
         // What the server returned, as the model read it (wrapped and labelled as its text).
-        Some(output) => view! {
+        Some(output) => EitherOf3::B(view! {
             <details class=format!("step mcp {state}") data-state=state>
                 <summary>{summary}</summary>
                 <pre class="output">{output}</pre>
             </details>
-        }
-        .into_any(),
-        None => view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> }
-            .into_any(),
+        }),
+        None => EitherOf3::C(
+            view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> },
+        ),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Settings → Tools → Discover (the instance's catalogue with usage and ratings), the
 //! registration page the catalogue and deeplinks open, and Admin → Catalogue.
 
+use leptos::either::Either;
 use leptos::prelude::*;
 use llooma_types::CatalogueEntryView;
 use serde_json::json;
@@ -137,10 +138,9 @@ pub fn Discover(
                                     {(!entry.icon.is_empty()).then(|| view! { <span class="icon">{entry.icon.clone()}</span> })}
                                     <b class="label">{entry.label.clone()}</b>
                                     {if entry.added {
-                                        view! { <span class="status added">"Added"</span> }.into_any()
+                                        Either::Left(view! { <span class="status added">"Added"</span> })
                                     } else {
-                                        view! { <a class="register button" href=entry.register_link.clone()>"Register"</a> }
-                                            .into_any()
+                                        Either::Right(view! { <a class="register button" href=entry.register_link.clone()>"Register"</a> })
                                     }}
                                 </header>
                                 <p class="description">{entry.description.clone()}</p>
@@ -318,14 +318,13 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
                                 <p class="address">{entry.address.clone()}</p>
                                 <p class="description">{entry.description.clone()}</p>
                                 {if from_file {
-                                    view! {
+                                    Either::Left(view! {
                                         <p class="hint from-file">
                                             "From the catalogue file: change it there and restart Llooma."
                                         </p>
-                                    }
-                                        .into_any()
+                                    })
                                 } else {
-                                    view! {
+                                    Either::Right(view! {
                                         <details class="edit">
                                             <summary>"Change"</summary>
                                             <EntryForm
@@ -340,8 +339,7 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
                                         <button class="remove" type="button" on:click=remove>
                                             "Remove"
                                         </button>
-                                    }
-                                        .into_any()
+                                    })
                                 }}
                             </article>
                         }
