@@ -12,6 +12,7 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
+use crate::layout::TopBar;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::sidebar::ConversationList;
@@ -142,36 +143,6 @@ fn without_waiting_count(title: &str) -> &str {
         .and_then(|rest| rest.split_once(" waiting) "))
         .filter(|(count, _)| !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()))
         .map_or(title, |(_, title)| title)
-}
-
-/// The bar on top of every signed-in page: home, who is signed in, sign out.
-#[component]
-pub(crate) fn TopBar(me: Me) -> impl IntoView {
-    let csrf = me.csrf_token.clone();
-    let sign_out = move |_| {
-        let csrf = csrf.clone();
-        api::spawn(async move {
-            let _ = api::call("POST", "/api/v1/auth/logout", Some(json!({})), Some(&csrf)).await;
-            api::go("/");
-        });
-    };
-    view! {
-        <header class="topbar">
-            <a class="brand" href="/">"Llooma"</a>
-            <nav class="links">
-                <a href="/settings/tools">"Settings"</a>
-                <a href="/settings/personas">"Personas"</a>
-                <a href="/settings/prompts">"Prompts"</a>
-                <a href="/settings/bots">"Bots"</a>
-                {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
-            </nav>
-            <span class="who">
-                {me.display_name.clone()}
-                {me.admin.then(|| view! { <span class="badge">"admin"</span> })}
-            </span>
-            <button class="signout" type="button" on:click=sign_out>"Sign out"</button>
-        </header>
-    }
 }
 
 /// Sign in, or create the first account (the administrator) on a fresh instance.

@@ -6,21 +6,10 @@ use leptos::prelude::*;
 use llooma_types::CatalogueEntryView;
 use serde_json::json;
 
-use crate::app::TopBar;
 use crate::forms::{change, input_value};
+use crate::layout::{AdminNav, ToolsNav, TopBar};
 use crate::model::Me;
 use crate::review::AddServerForm;
-
-#[component]
-pub(crate) fn ToolsNav() -> impl IntoView {
-    view! {
-        <nav class="row tools-nav">
-            <a href="/settings/tools">"Your servers"</a>
-            <a href="/settings/tools/discover">"Discover"</a>
-            <a href="/settings/tools/mcp/new">"Add by address"</a>
-        </nav>
-    }
-}
 
 fn rating_words(entry: &CatalogueEntryView) -> String {
     match entry.rating.average {
@@ -291,7 +280,7 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
             <TopBar me=me.clone() />
             <main class="narrow settings">
                 <h1>"Admin → Catalogue"</h1>
-                <crate::admin::AdminNav />
+                <AdminNav />
                 <p class="hint">
                     "Servers people can pick from under Settings → Tools → Discover. An entry only suggests: each person still tests, reviews and consents, under the instance's network policy."
                 </p>

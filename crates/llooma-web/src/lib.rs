@@ -19,6 +19,7 @@ pub mod attach;
 mod bots;
 mod discover;
 mod forms;
+mod layout;
 mod markdown;
 pub mod model;
 mod model_choices;

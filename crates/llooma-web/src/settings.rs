@@ -11,8 +11,8 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::api;
-use crate::app::TopBar;
 use crate::forms::{RemoveAfterAsking, change, input_value};
+use crate::layout::{AdminNav, ToolsNav, TopBar};
 use crate::model::Me;
 
 fn status(server: &McpServerView) -> &'static str {
@@ -120,7 +120,7 @@ pub fn SettingsTools(
             <main class="narrow settings">
                 <h1>"Settings → Tools"</h1>
                 <p class="error" role="alert">{move || error.get()}</p>
-                <crate::discover::ToolsNav />
+                <ToolsNav />
                 <section class="card">
                     <h2>"Add an MCP server"</h2>
                     <crate::review::AddServerForm csrf=csrf.clone() can_add=settings.can_add_servers token_help=None />
@@ -584,7 +584,7 @@ pub fn AdminMcp(me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView>) -
             <TopBar me=me.clone() />
             <main class="narrow settings">
                 <h1>"Admin → MCP servers"</h1>
-                <crate::admin::AdminNav />
+                <AdminNav />
                 <p class="error" role="alert">{move || error.get()}</p>
                 <label class="switch">
                     <input
