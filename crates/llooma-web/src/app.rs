@@ -866,68 +866,9 @@ fn Composer(
     let error = chat.error;
     let attach_open = RwSignal::new(None::<Menu>);
     let chosen = RwSignal::new(Vec::<Chosen>::new());
-    let persona_id = conversation.persona_id.clone().unwrap_or_default();
-    let menu_open = RwSignal::new(false);
-    let mcp_on = RwSignal::new(conversation.mcp_enabled);
-    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
-    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
     let message = NodeRef::<leptos::html::Textarea>::new();
-    let patch = move |body: Value| {
-        let path = format!("/api/v1/conversations/{}", chat.id.get_value());
-        api::spawn(async move {
-            match api::call("PATCH", &path, Some(body), Some(&chat.csrf.get_value())).await {
-                Ok(_) => error.set(None),
-                Err(failure) => error.set(Some(failure.message)),
-            }
-        });
-    };
-    let save_model = move || {
-        let provider = provider_id.get_untracked();
-        let name = model.get_untracked();
-        if !provider.is_empty() && !name.trim().is_empty() {
-            patch(json!({"providerId": provider, "model": name.trim()}));
-        }
-    };
-    // The providers' models, asked for when the person is about to pick one (not on every page
-    // load: listing asks each provider).
-    // The providers' models, asked for when the person is about to pick one.
-    let choices = ModelChoices::new();
-    let send = move || {
-        let Some(area) = message.get() else { return };
-        let content = area.value();
-        if content.trim().is_empty() {
-            return;
-        }
-        let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
-        let (resources, prompts) = message_parts(&chosen.get_untracked());
-        api::spawn(async move {
-            let body = json!({"content": content, "resources": resources, "prompts": prompts});
-            match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
-                Ok(started) => {
-                    area.set_value("");
-                    chosen.set(Vec::new());
-                    error.set(None);
-                    if let Some(turn) = started["turnId"].as_str() {
-                        chat.add_user(turn, content.trim().to_owned());
-                        // What the person just sent, and the reply to come, are in view.
-                        api::chat_to_latest();
-                    }
-                }
-                Err(failure) => error.set(Some(failure.message)),
-            }
-        });
-    };
-    let stop = move |_| {
-        let path = format!("/api/v1/conversations/{}/stop", chat.id.get_value());
-        api::spawn(async move {
-            if let Err(failure) =
-                api::call("POST", &path, Some(json!({})), Some(&chat.csrf.get_value())).await
-            {
-                error.set(Some(failure.message));
-            }
-        });
-    };
-    let no_provider = providers.is_empty();
+    let send = move || send_message(chat, message, chosen);
+    let persona_id = conversation.persona_id.clone().unwrap_or_default();
     view! {
         <form
             class="composer"
@@ -938,146 +879,269 @@ fn Composer(
         >
             <p class="error" role="alert">{move || error.get()}</p>
             <AttachPanel offer=attachables open=attach_open chosen />
-            <textarea
-                node_ref=message
-                name="message"
-                rows="3"
-                placeholder="Write a message (@ attaches a resource, / at the start picks a prompt)"
-                on:input=move |_| {
-                    let Some(area) = message.get() else { return };
-                    let text = area.value();
-                    // `@` typed after a space (or first), `/` typed first: open the menu, and
-                    // take the sign back out of the message.
-                    let at = text.ends_with('@')
-                        && text[..text.len() - 1].chars().last().is_none_or(char::is_whitespace);
-                    if at {
-                        area.set_value(&text[..text.len() - 1]);
-                        attach_open.set(Some(Menu::Resources));
-                    } else if text == "/" {
-                        area.set_value("");
-                        attach_open.set(Some(Menu::Prompts));
-                    }
-                }
-                on:keydown=move |ev: leptos::ev::KeyboardEvent| {
-                    if ev.key() == "Enter" && !ev.shift_key() {
-                        ev.prevent_default();
-                        send();
-                    }
-                }
-            ></textarea>
+            <MessageBox message attach_open send />
             <div class="composer-bar">
-                <div class="lightning">
-                    <button
-                        class="icon-button"
-                        type="button"
-                        title="Tools for this conversation"
-                        aria-expanded=move || menu_open.get().to_string()
-                        on:click=move |_| menu_open.update(|o| *o = !*o)
-                    >
-                        "⚡"
-                    </button>
-                    <div class="menu" hidden=move || !menu_open.get()>
-                        <label class="switch">
-                            <input
-                                type="checkbox"
-                                name="mcp"
-                                prop:checked=move || mcp_on.get()
-                                on:change=move |ev| {
-                                    let on = event_target_checked(&ev);
-                                    mcp_on.set(on);
-                                    patch(json!({"mcpEnabled": on}));
-                                }
-                            />
-                            "MCP tools"
-                        </label>
-                        <p class="hint">
-                            "Offer the tools of your MCP servers in this conversation. Every call is put to you first."
-                        </p>
-                    </div>
-                </div>
-                <button
-                    class="icon-button attach-resource"
-                    type="button"
-                    title="Attach a resource of your MCP servers"
-                    on:click=move |_| attach_open.set(Some(Menu::Resources))
-                >
-                    "@"
-                </button>
-                <button
-                    class="icon-button attach-prompt"
-                    type="button"
-                    title="Use a prompt of your MCP servers"
-                    on:click=move |_| attach_open.set(Some(Menu::Prompts))
-                >
-                    "/"
-                </button>
-                <select
-                    name="persona"
-                    title="Persona"
-                    on:change=move |ev| patch(json!({"personaId": event_target_value(&ev)}))
-                >
-                    <option value="" selected=persona_id.is_empty()>"No persona"</option>
-                    {personas
-                        .into_iter()
-                        .map(|p| {
-                            let selected = p.id == persona_id;
-                            view! { <option value=p.id.clone() selected=selected>{p.name}</option> }
-                        })
-                        .collect_view()}
-                </select>
-                <select
-                    name="provider"
-                    title="Model provider"
-                    on:change=move |ev| {
-                        provider_id.set(event_target_value(&ev));
-                        choices.load();
-                        save_model();
-                    }
-                >
-                    <option value="" selected=provider_id.get_untracked().is_empty()>
-                        {if no_provider { "No provider yet" } else { "Provider…" }}
-                    </option>
-                    {providers
-                        .into_iter()
-                        .map(|p| {
-                            let selected = p.id == provider_id.get_untracked();
-                            view! {
-                                <option value=p.id.clone() selected=selected>
-                                    {p.name}
-                                </option>
-                            }
-                        })
-                        .collect_view()}
-                </select>
-                <input
-                    class="model"
-                    name="model"
-                    title="Model (pick one the provider lists, or type its name)"
-                    placeholder=move || {
-                        choices.of(&provider_id.get()).into_iter().next().unwrap_or_else(|| "model".into())
-                    }
-                    list="model-choices"
-                    autocomplete="off"
-                    prop:value=move || model.get()
-                    on:focus=move |_| choices.load()
-                    on:change=move |ev| {
-                        model.set(event_target_value(&ev));
-                        save_model();
-                    }
-                />
-                <ModelDatalist id="model-choices" choices provider=provider_id />
+                <ToolsMenu chat mcp_enabled=conversation.mcp_enabled />
+                <AttachButtons attach_open />
+                <PersonaPicker chat personas persona_id />
+                <ModelPicker chat providers conversation />
                 <span class="spacer"></span>
                 <button
                     class="stop"
                     type="button"
                     hidden=move || !chat.running.get()
-                    on:click=stop
+                    on:click=move |_| stop_reply(chat)
                 >
                     "Stop"
                 </button>
                 <button class="primary send" type="submit">"Send"</button>
             </div>
         </form>
+    }
+}
+
+/// Sends what the message box holds, with the resources and prompts chosen for it; once the
+/// turn has started the box and the choices are emptied and the message joins the timeline.
+fn send_message(
+    chat: Chat,
+    message: NodeRef<leptos::html::Textarea>,
+    chosen: RwSignal<Vec<Chosen>>,
+) {
+    let Some(area) = message.get() else { return };
+    let content = area.value();
+    if content.trim().is_empty() {
+        return;
+    }
+    let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
+    let (resources, prompts) = message_parts(&chosen.get_untracked());
+    let error = chat.error;
+    api::spawn(async move {
+        let body = json!({"content": content, "resources": resources, "prompts": prompts});
+        match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
+            Ok(started) => {
+                area.set_value("");
+                chosen.set(Vec::new());
+                error.set(None);
+                if let Some(turn) = started["turnId"].as_str() {
+                    chat.add_user(turn, content.trim().to_owned());
+                    // What the person just sent, and the reply to come, are in view.
+                    api::chat_to_latest();
+                }
+            }
+            Err(failure) => error.set(Some(failure.message)),
+        }
+    });
+}
+
+/// Asks the server to stop the reply being written.
+fn stop_reply(chat: Chat) {
+    let path = format!("/api/v1/conversations/{}/stop", chat.id.get_value());
+    api::spawn(async move {
+        if let Err(failure) =
+            api::call("POST", &path, Some(json!({})), Some(&chat.csrf.get_value())).await
+        {
+            chat.error.set(Some(failure.message));
+        }
+    });
+}
+
+/// Changes the conversation's settings (`body`: what changes); a failure is shown above the
+/// message box.
+fn patch_conversation(chat: Chat, body: Value) {
+    let path = format!("/api/v1/conversations/{}", chat.id.get_value());
+    api::spawn(async move {
+        match api::call("PATCH", &path, Some(body), Some(&chat.csrf.get_value())).await {
+            Ok(_) => chat.error.set(None),
+            Err(failure) => chat.error.set(Some(failure.message)),
+        }
+    });
+}
+
+/// Where the message is written: Enter sends (Shift+Enter is a new line), `@` after a space
+/// opens the resources, `/` as the first sign the prompts.
+#[component]
+fn MessageBox(
+    message: NodeRef<leptos::html::Textarea>,
+    attach_open: RwSignal<Option<Menu>>,
+    send: impl Fn() + Copy + 'static,
+) -> impl IntoView {
+    view! {
+        <textarea
+            node_ref=message
+            name="message"
+            rows="3"
+            placeholder="Write a message (@ attaches a resource, / at the start picks a prompt)"
+            on:input=move |_| {
+                let Some(area) = message.get() else { return };
+                let text = area.value();
+                // `@` typed after a space (or first), `/` typed first: open the menu, and
+                // take the sign back out of the message.
+                let at = text.ends_with('@')
+                    && text[..text.len() - 1].chars().last().is_none_or(char::is_whitespace);
+                if at {
+                    area.set_value(&text[..text.len() - 1]);
+                    attach_open.set(Some(Menu::Resources));
+                } else if text == "/" {
+                    area.set_value("");
+                    attach_open.set(Some(Menu::Prompts));
+                }
+            }
+            on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                if ev.key() == "Enter" && !ev.shift_key() {
+                    ev.prevent_default();
+                    send();
+                }
+            }
+        ></textarea>
+    }
+}
+
+/// The lightning menu: whether this conversation offers the tools of the person's MCP servers.
+#[component]
+fn ToolsMenu(chat: Chat, mcp_enabled: bool) -> impl IntoView {
+    let menu_open = RwSignal::new(false);
+    let mcp_on = RwSignal::new(mcp_enabled);
+    view! {
+        <div class="lightning">
+            <button
+                class="icon-button"
+                type="button"
+                title="Tools for this conversation"
+                aria-expanded=move || menu_open.get().to_string()
+                on:click=move |_| menu_open.update(|o| *o = !*o)
+            >
+                "⚡"
+            </button>
+            <div class="menu" hidden=move || !menu_open.get()>
+                <label class="switch">
+                    <input
+                        type="checkbox"
+                        name="mcp"
+                        prop:checked=move || mcp_on.get()
+                        on:change=move |ev| {
+                            let on = event_target_checked(&ev);
+                            mcp_on.set(on);
+                            patch_conversation(chat, json!({"mcpEnabled": on}));
+                        }
+                    />
+                    "MCP tools"
+                </label>
+                <p class="hint">
+                    "Offer the tools of your MCP servers in this conversation. Every call is put to you first."
+                </p>
+            </div>
+        </div>
+    }
+}
+
+/// `@` and `/` as buttons, for those who do not type them.
+#[component]
+fn AttachButtons(attach_open: RwSignal<Option<Menu>>) -> impl IntoView {
+    view! {
+        <button
+            class="icon-button attach-resource"
+            type="button"
+            title="Attach a resource of your MCP servers"
+            on:click=move |_| attach_open.set(Some(Menu::Resources))
+        >
+            "@"
+        </button>
+        <button
+            class="icon-button attach-prompt"
+            type="button"
+            title="Use a prompt of your MCP servers"
+            on:click=move |_| attach_open.set(Some(Menu::Prompts))
+        >
+            "/"
+        </button>
+    }
+}
+
+/// The conversation's persona (or none).
+#[component]
+fn PersonaPicker(chat: Chat, personas: Vec<PersonaView>, persona_id: String) -> impl IntoView {
+    view! {
+        <select
+            name="persona"
+            title="Persona"
+            on:change=move |ev| {
+                patch_conversation(chat, json!({"personaId": event_target_value(&ev)}))
+            }
+        >
+            <option value="" selected=persona_id.is_empty()>"No persona"</option>
+            {personas
+                .into_iter()
+                .map(|p| {
+                    let selected = p.id == persona_id;
+                    view! { <option value=p.id.clone() selected=selected>{p.name}</option> }
+                })
+                .collect_view()}
+        </select>
+    }
+}
+
+/// The conversation's provider and model: the model is typed or picked from what the provider
+/// lists (asked for when the person is about to pick one: listing asks each provider), and saved
+/// once both are there.
+#[component]
+fn ModelPicker(
+    chat: Chat,
+    providers: Vec<ProviderChoice>,
+    conversation: ConversationView,
+) -> impl IntoView {
+    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
+    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
+    let choices = ModelChoices::new();
+    let save_model = move || {
+        let provider = provider_id.get_untracked();
+        let name = model.get_untracked();
+        if !provider.is_empty() && !name.trim().is_empty() {
+            patch_conversation(chat, json!({"providerId": provider, "model": name.trim()}));
+        }
+    };
+    let no_provider = providers.is_empty();
+    view! {
+        <select
+            name="provider"
+            title="Model provider"
+            on:change=move |ev| {
+                provider_id.set(event_target_value(&ev));
+                choices.load();
+                save_model();
+            }
+        >
+            <option value="" selected=provider_id.get_untracked().is_empty()>
+                {if no_provider { "No provider yet" } else { "Provider…" }}
+            </option>
+            {providers
+                .into_iter()
+                .map(|p| {
+                    let selected = p.id == provider_id.get_untracked();
+                    view! {
+                        <option value=p.id.clone() selected=selected>
+                            {p.name}
+                        </option>
+                    }
+                })
+                .collect_view()}
+        </select>
+        <input
+            class="model"
+            name="model"
+            title="Model (pick one the provider lists, or type its name)"
+            placeholder=move || {
+                choices.of(&provider_id.get()).into_iter().next().unwrap_or_else(|| "model".into())
+            }
+            list="model-choices"
+            autocomplete="off"
+            prop:value=move || model.get()
+            on:focus=move |_| choices.load()
+            on:change=move |ev| {
+                model.set(event_target_value(&ev));
+                save_model();
+            }
+        />
+        <ModelDatalist id="model-choices" choices provider=provider_id />
     }
 }
 
