@@ -256,18 +256,8 @@ fn Permissions(
                         let path = format!("/api/v1/consent/rules/{}", rule.id);
                         let arguments = serde_json::to_string(&rule.arguments).unwrap_or_default();
                         let what = format!(" on {} with {arguments}", rule.server_address);
-                        let remove = remover(path, csrf.clone(), error);
-                        view! {
-                            <li class="rule">
-                                <span>
-                                    <b>{rule.tool_name}</b>
-                                    {what}
-                                </span>
-                                <button class="remove-rule" type="button" on:click=remove>
-                                    "Remove"
-                                </button>
-                            </li>
-                        }
+                        let undo = remover(path, csrf.clone(), error);
+                        consent_item("rule", rule.tool_name, what, ("remove-rule", "Remove"), undo)
                     })
                     .collect_view()}
             </ul>
@@ -285,22 +275,34 @@ fn Permissions(
                     .map(|grant| {
                         let path = format!("/api/v1/consent/grants/{}", grant.id);
                         let what = format!(" on {} with {}", grant.server_address, grant.arguments);
-                        let revoke = remover(path, csrf.clone(), error);
-                        view! {
-                            <li class="grant">
-                                <span>
-                                    <b>{grant.tool_name}</b>
-                                    {what}
-                                </span>
-                                <button class="revoke" type="button" on:click=revoke>
-                                    "Revoke"
-                                </button>
-                            </li>
-                        }
+                        let undo = remover(path, csrf.clone(), error);
+                        consent_item("grant", grant.tool_name, what, ("revoke", "Revoke"), undo)
                     })
                     .collect_view()}
             </ul>
         </section>
+    }
+}
+
+/// A rule or a grant: the tool, where and with what, and the button (class, label) that undoes
+/// it.
+fn consent_item(
+    class: &'static str,
+    tool: String,
+    what: String,
+    (button_class, label): (&'static str, &'static str),
+    undo: impl Fn(leptos::ev::MouseEvent) + 'static,
+) -> impl IntoView {
+    view! {
+        <li class=class>
+            <span>
+                <b>{tool}</b>
+                {what}
+            </span>
+            <button class=button_class type="button" on:click=undo>
+                {label}
+            </button>
+        </li>
     }
 }
 
