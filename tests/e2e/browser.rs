@@ -174,7 +174,7 @@ async fn browser_pages_carry_a_strict_content_security_policy_and_fit_a_phone() 
     assert!(!html.contains("http://") && !html.contains("https://"), "nothing from elsewhere");
     let missing = tab.get("/c/00000000-0000-0000-0000-000000000000").await;
     assert!(
-        missing.text.contains("\"page\":\"signIn\""),
+        missing.text.contains("<main class=\"narrow signin\">"),
         "signed out, a conversation page sends to sign-in"
     );
 

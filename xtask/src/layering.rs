@@ -3,8 +3,14 @@
 //! transitively" comes from `cargo tree -p <crate> -e normal`, which resolves features the way
 //! building that crate alone does.
 //!
+//! Inside each crate, no two modules may import each other: a crate should read top-down, and a
+//! pair that needs each other is one module in two files, or wants what both need moved below
+//! them. The imports are read from the source text (`crate::`, `super::`, `self::` and child
+//! module paths, braces expanded), so it needs no compiler; see `module_cycles`.
+//!
 //! To add a rule: add a line to `DIRECT_RULES` or `NO_TRANSITIVE`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -343,9 +349,11 @@ pub fn check(ctx: &Ctx) -> Result<()> {
     let mut violations = direct_violations(&ws);
     violations.extend(transitive_violations(ctx, &ws)?);
     violations.extend(graph_violation(ctx, &ws)?);
+    violations.extend(module_cycle_violations(ctx, &ws)?);
     if violations.is_empty() {
         eprintln!(
-            "layering: ok ({} direct rules over {} crates, {} transitive rules)",
+            "layering: ok ({} direct rules over {} crates, {} transitive rules, no new pair of \
+             modules importing each other)",
             DIRECT_RULES.len() + ONLY_RULES.len(),
             ws.members.len(),
             NO_TRANSITIVE.len()
@@ -450,6 +458,360 @@ fn transitive_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
         }
     }
     Ok(out)
+}
+
+/// Pairs of modules (crate, module, module; in name order) known to import each other and
+/// being untangled on another branch: reported as notes, not failures, until then. Empty it as
+/// each pair goes; an entry that no longer imports both ways is pointed out.
+const KNOWN_MODULE_CYCLES: &[(&str, &str, &str)] = &[
+    ("llooma-mcp-client", "error", "http"),
+    ("llooma-mcp-client", "pool", "session"),
+    ("llooma-memory-guard", "turn", "wrap"),
+    ("llooma-providers", "types", "wire"),
+    ("llooma-store", "conversations", "turn_writes"),
+];
+
+/// Every pair of modules of a workspace crate that import each other, except the known ones.
+fn module_cycle_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut known_seen = BTreeSet::new();
+    for m in &ws.members {
+        let src = ctx.root.join(&m.dir).join("src");
+        let files = module_files(&src)?;
+        let mut texts = Vec::with_capacity(files.len());
+        for (module, path) in files {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            texts.push((module, text));
+        }
+        for (a, b) in module_cycles(&texts) {
+            let known = (m.name.as_str(), a.as_str(), b.as_str());
+            if let Some(entry) = KNOWN_MODULE_CYCLES.iter().find(|k| **k == known) {
+                eprintln!(
+                    "layering: note: in `{}`, modules `{a}` and `{b}` import each other (known, \
+                     in KNOWN_MODULE_CYCLES)",
+                    m.name
+                );
+                known_seen.insert(*entry);
+                continue;
+            }
+            out.push(format!(
+                "in `{}`, modules `{}` and `{}` import each other: move what both need into a \
+                 module below them, so the crate reads top-down",
+                m.name,
+                display_module(&a),
+                display_module(&b)
+            ));
+        }
+    }
+    for known in KNOWN_MODULE_CYCLES.iter().filter(|k| !known_seen.contains(*k)) {
+        eprintln!(
+            "layering: note: `{}` and `{}` of `{}` no longer import each other; remove them from \
+             KNOWN_MODULE_CYCLES",
+            known.1, known.2, known.0
+        );
+    }
+    Ok(out)
+}
+
+fn display_module(module: &str) -> &str {
+    if module.is_empty() { "(crate root)" } else { module }
+}
+
+/// The crate's modules that have a file under `src` (module path, file): `lib.rs` and `main.rs`
+/// are the root (""), `a/b.rs` and `a/b/mod.rs` are `a::b`. `src/bin` holds other crates.
+fn module_files(src: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries {
+            let path = entry.with_context(|| format!("listing {}", dir.display()))?.path();
+            if path.is_dir() {
+                if path != src.join("bin") {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let Ok(relative) = path.strip_prefix(src) else { continue };
+            let mut segments: Vec<String> = relative
+                .with_extension("")
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(segments.last().map(String::as_str), Some("mod")) {
+                segments.pop();
+            }
+            if segments.len() == 1 && matches!(segments[0].as_str(), "lib" | "main") {
+                segments.clear();
+            }
+            out.push((segments.join("::"), path));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The pairs (in name order) of modules that import each other, given each module's path and
+/// source text. A module and one of its own descendants are not a pair: the child is a part of
+/// the parent split into a file (it reaches the parent's private items through `super::`), and
+/// the crate root, which declares every module and re-exports what the crate offers, is the
+/// ancestor of all.
+fn module_cycles(modules: &[(String, String)]) -> BTreeSet<(String, String)> {
+    let known: BTreeSet<&str> = modules.iter().map(|(m, _)| m.as_str()).collect();
+    let imports: BTreeMap<&str, BTreeSet<String>> = modules
+        .iter()
+        .map(|(module, text)| (module.as_str(), module_imports(module, text, &known)))
+        .collect();
+    let mut out = BTreeSet::new();
+    for (a, used) in &imports {
+        for b in used {
+            let back = imports.get(b.as_str()).is_some_and(|u| u.contains(*a));
+            if back && *a < b.as_str() && !is_ancestor(a, b) && !is_ancestor(b, a) {
+                out.insert(((*a).to_owned(), b.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Whether module `a` contains module `b` (the root contains every module).
+fn is_ancestor(a: &str, b: &str) -> bool {
+    a.is_empty() || b.strip_prefix(a).is_some_and(|rest| rest.starts_with("::"))
+}
+
+/// The other modules (of `known`, the modules that have a file) whose items `module`'s source
+/// names: paths from `crate::`, `super::` and `self::` (inline `mod x { .. }` blocks move
+/// `super` and `self`), and paths through a child module (`child::item`). A path names the
+/// deepest module with a file that it passes through.
+fn module_imports(module: &str, text: &str, known: &BTreeSet<&str>) -> BTreeSet<String> {
+    let tokens = tokens(&code_only(text));
+    let here: Vec<&str> = module.split("::").filter(|s| !s.is_empty()).collect();
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
+    let mut out = BTreeSet::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        match tokens[i].as_str() {
+            "{" => depth += 1,
+            "}" => {
+                depth = depth.saturating_sub(1);
+                if inline.last().is_some_and(|(_, d)| *d > depth) {
+                    inline.pop();
+                }
+            }
+            "mod" if tokens.get(i + 2).is_some_and(|t| t == "{") => {
+                if let Some(name) = tokens.get(i + 1) {
+                    inline.push((name.clone(), depth + 1));
+                }
+            }
+            _ if tokens.get(i + 1).is_some_and(|t| t == "::")
+                && (i == 0 || tokens[i - 1] != "::") =>
+            {
+                let mut base: Vec<String> = here.iter().map(|s| (*s).to_owned()).collect();
+                base.extend(inline.iter().map(|(name, _)| name.clone()));
+                let (paths, next) = path_tree(&tokens, i);
+                for path in paths {
+                    if let Some(target) = resolve(&base, &path, known)
+                        && target != module
+                    {
+                        out.insert(target);
+                    }
+                }
+                i = next;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The module with a file that `path` (as written in module `base`) passes through last, if the
+/// path is one of ours: it starts with `crate`, `super`, `self` or a child module with a file.
+fn resolve(base: &[String], path: &[String], known: &BTreeSet<&str>) -> Option<String> {
+    let mut full: Vec<String> = Vec::new();
+    let mut rest = path;
+    match path.first().map(String::as_str) {
+        Some("crate") => rest = &path[1..],
+        Some("self") => {
+            full = base.to_vec();
+            rest = &path[1..];
+        }
+        Some("super") => {
+            full = base.to_vec();
+            while rest.first().is_some_and(|s| s == "super") {
+                full.pop()?;
+                rest = &rest[1..];
+            }
+        }
+        Some(first) => {
+            let mut child = base.to_vec();
+            child.push(first.to_owned());
+            if !known.contains(child.join("::").as_str()) {
+                return None;
+            }
+            full = base.to_vec();
+        }
+        None => return None,
+    }
+    full.extend(rest.iter().cloned());
+    (0..=full.len()).rev().map(|n| full[..n].join("::")).find(|m| known.contains(m.as_str()))
+}
+
+/// The paths of a `use` tree or an expression path starting at `tokens[start]` (braces expanded,
+/// `self` inside braces is the prefix itself, `as` renames and `*` end a path), and the index
+/// after it.
+fn path_tree(tokens: &[String], start: usize) -> (Vec<Vec<String>>, usize) {
+    let mut prefix = vec![tokens[start].clone()];
+    let mut i = start + 1;
+    let mut out = Vec::new();
+    while tokens.get(i).is_some_and(|t| t == "::") {
+        match tokens.get(i + 1).map(String::as_str) {
+            Some("{") => {
+                i += 2;
+                loop {
+                    match tokens.get(i).map(String::as_str) {
+                        None => return (out, i),
+                        Some("}") => return (out, i + 1),
+                        Some(",") => i += 1,
+                        Some("self") => {
+                            out.push(prefix.clone());
+                            i += 1;
+                        }
+                        Some(t) if is_ident(t) => {
+                            let (inner, next) = path_tree(tokens, i);
+                            for tail in inner {
+                                let mut path = prefix.clone();
+                                path.extend(tail);
+                                out.push(path);
+                            }
+                            i = next;
+                        }
+                        Some(_) => i += 1,
+                    }
+                }
+            }
+            Some(t) if is_ident(t) => {
+                prefix.push(t.to_owned());
+                i += 2;
+            }
+            _ => break,
+        }
+    }
+    out.push(prefix);
+    (out, i)
+}
+
+fn is_ident(token: &str) -> bool {
+    token.starts_with(|c: char| c.is_alphabetic() || c == '_')
+}
+
+/// Identifiers, `::`, and single punctuation characters.
+fn tokens(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut chars = code.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            let mut end = at + c.len_utf8();
+            while let Some(&(next, d)) = chars.peek() {
+                if !(d.is_alphanumeric() || d == '_') {
+                    break;
+                }
+                end = next + d.len_utf8();
+                chars.next();
+            }
+            out.push(code[at..end].to_owned());
+        } else if c == ':' && chars.peek().is_some_and(|&(_, d)| d == ':') {
+            chars.next();
+            out.push("::".to_owned());
+        } else if !c.is_whitespace() {
+            out.push(c.to_string());
+        }
+    }
+    out
+}
+
+/// `text` with comments, string and character literals blanked out (so a path in a doc comment
+/// or a message is not an import). Lifetimes are kept as they are.
+fn code_only(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut nesting = 0usize;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    nesting += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    nesting -= 1;
+                    i += 2;
+                    if nesting == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c == 'r'
+            && matches!(next, Some('"' | '#'))
+            && (i == 0 || !(chars[i - 1].is_alphanumeric() || chars[i - 1] == '_'))
+        {
+            // A raw string: r"..." or r#"..."#.
+            let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+            if chars.get(i + 1 + hashes) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            i += 2 + hashes;
+            while i < chars.len() {
+                if chars[i] == '"'
+                    && chars[i + 1..].iter().take(hashes).filter(|&&h| h == '#').count() == hashes
+                {
+                    i += 1 + hashes;
+                    break;
+                }
+                i += 1;
+            }
+            out.push_str("\"\"");
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == '\'' && next == Some('\\') {
+            // An escaped character literal: '\n', '\'', '\u{..}'.
+            i += 2;
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+            out.push_str("' '");
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            i += 3;
+            out.push_str("' '");
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
 }
 
 fn indent(text: &str, pad: &str) -> String {
@@ -568,5 +930,87 @@ mod tests {
             v.iter().any(|s| s.contains("`llooma-store`") && s.contains("`llooma-chatto-bot`"))
         );
         assert!(v.iter().filter(|s| s.contains("`llooma-chatto-bot`")).count() == 2, "{v:#?}");
+    }
+
+    fn cycles(modules: &[(&str, &str)]) -> Vec<(String, String)> {
+        let owned: Vec<(String, String)> =
+            modules.iter().map(|(m, t)| ((*m).to_owned(), (*t).to_owned())).collect();
+        module_cycles(&owned).into_iter().collect()
+    }
+
+    fn pair(a: &str, b: &str) -> (String, String) {
+        (a.to_owned(), b.to_owned())
+    }
+
+    #[test]
+    fn two_modules_importing_each_other_are_a_cycle_however_the_path_is_written() {
+        // `use crate::x`, braces, a path in an expression, `super::` from a sibling file.
+        let found = cycles(&[
+            ("", "mod app; mod pages; mod api; pub use app::App;"),
+            ("app", "use crate::{api, pages::Settings};\nfn f() { crate::api::call(); }"),
+            ("pages", "use super::app::TopBar;"),
+            ("api", "use crate::model::Page;"),
+            ("model", "pub struct Page;"),
+        ]);
+        assert_eq!(found, vec![pair("app", "pages")]);
+    }
+
+    #[test]
+    fn nested_siblings_and_child_paths_count_but_a_parent_and_its_child_are_no_pair() {
+        let found = cycles(&[
+            ("", ""),
+            // A parent using its child and the child using its parent: one module in two files.
+            ("net", "mod http; mod error; pub fn f() { http::get(); }"),
+            ("net::http", "use super::f; use super::error::Error;"),
+            ("net::error", "use crate::net::http::Status;"),
+            ("other", "use crate::net::error::Error;"),
+        ]);
+        assert_eq!(found, vec![pair("net::error", "net::http")]);
+    }
+
+    #[test]
+    fn one_way_imports_tests_comments_and_strings_are_not_cycles() {
+        let found = cycles(&[
+            ("", "pub use a::A; fn g() {}"),
+            // `super::*` in an inline test module is the file's own module; `crate::g` is the
+            // root, which is left out.
+            ("a", "use crate::b::B; use crate::g;\n#[cfg(test)]\nmod tests { use super::*; }"),
+            (
+                "b",
+                "// use crate::a::A;\n/* crate::a::A /* nested */ */\nconst S: &str = \"crate::a::A\";\n\
+                 const R: &str = r#\"crate::a\"#; fn h<'x>(c: char) -> bool { c == '\"' }\n\
+                 pub struct B;",
+            ),
+        ]);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn inline_modules_move_super_and_self() {
+        let found = cycles(&[
+            ("", ""),
+            ("a", "mod inner { use super::super::b::B; }"),
+            ("b", "mod inner { mod deeper { use crate::a::A; } }"),
+        ]);
+        assert_eq!(found, vec![pair("a", "b")]);
+        // Inside `inner`, `self::b` is `a::inner::b`, not the sibling `b`.
+        let found =
+            cycles(&[("", ""), ("a", "mod inner { use self::b::B; }"), ("b", "use crate::a::A;")]);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn module_files_map_to_module_paths() {
+        let dir = std::env::temp_dir().join(format!("xtask-modules-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for file in ["lib.rs", "a.rs", "a/b.rs", "c/mod.rs", "bin/tool.rs", "notes.txt"] {
+            let path = dir.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "").unwrap();
+        }
+        let found: Vec<String> =
+            module_files(&dir).unwrap().into_iter().map(|(module, _)| module).collect();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found, vec!["", "a", "a::b", "c"]);
     }
 }

@@ -9,6 +9,7 @@ mod bench_server;
 mod ci;
 mod deny;
 mod layering;
+mod pg;
 mod setup;
 mod util;
 mod web;

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
-use crate::ci;
+use crate::pg;
 use crate::util::{Ctx, fmt_duration, run, show, works};
 
 /// The cargo-deny release deny.toml is written for.
@@ -338,8 +338,8 @@ fn chromium_fix(root: bool, apt: bool) -> Fix {
 }
 
 fn probe_postgres(_: &Ctx, machine: &Machine) -> Result<Probe> {
-    let url = ci::pg_url();
-    let Some(addr) = ci::host_port(&url) else {
+    let url = pg::pg_url();
+    let Some(addr) = pg::host_port(&url) else {
         let fix =
             Fix::Manual(format!("LLOOMA_TEST_PG_URL={url} is not a postgres://host[:port] URL"));
         return Ok(Probe::Missing("no address".into(), fix));
@@ -353,7 +353,7 @@ fn probe_postgres(_: &Ctx, machine: &Machine) -> Result<Probe> {
         if local && machine.root { newest_cluster(Path::new("/etc/postgresql")) } else { None };
     let fix = match cluster {
         Some(version) => Fix::StartPostgres { version, addr },
-        None => Fix::Manual(ci::pg_unreachable(&addr, &url)),
+        None => Fix::Manual(pg::pg_unreachable(&addr, &url)),
     };
     Ok(Probe::Missing(found, fix))
 }

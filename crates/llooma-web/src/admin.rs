@@ -6,8 +6,8 @@ use leptos::prelude::*;
 use llooma_types::{AdminMcpServerView, InstanceSettingsView, ProviderView};
 use serde_json::{Value, json};
 
-use crate::app::TopBar;
 use crate::forms::{RemoveAfterAsking, change, input_value};
+use crate::layout::{AdminNav, TopBar};
 use crate::model::Me;
 use crate::model_choices::{ModelChoices, ModelDatalist};
 
@@ -16,19 +16,6 @@ const HERE: &str = "/admin/instance";
 /// Model names typed as a comma-separated list.
 fn model_list(text: &str) -> Vec<String> {
     text.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
-}
-
-/// The links between the administrator's pages.
-#[component]
-pub(crate) fn AdminNav() -> impl IntoView {
-    view! {
-        <nav class="row admin-nav">
-            <a href="/admin">"What needs doing"</a>
-            <a href="/admin/mcp">"MCP servers"</a>
-            <a href="/admin/catalogue">"Catalogue"</a>
-            <a href="/admin/instance">"Providers and instance"</a>
-        </nav>
-    }
 }
 
 /// One thing an administrator should look at, most pressing first.

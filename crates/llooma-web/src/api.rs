@@ -156,7 +156,8 @@ mod browser {
     pub fn page_data() -> Option<Page> {
         let text =
             web_sys::window()?.document()?.get_element_by_id("llooma-data")?.text_content()?;
-        serde_json::from_str(&text).ok()
+        // Through `Value`, as the API's answers are read: one deserializer per type.
+        serde_json::from_str::<Value>(&text).and_then(serde_json::from_value).ok()
     }
 
     pub fn mark_hydrated() {

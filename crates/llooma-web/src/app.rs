@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use leptos::either::{Either, EitherOf3, EitherOf4};
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, PersonaView,
@@ -11,98 +12,127 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
+use crate::layout::TopBar;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::sidebar::ConversationList;
 use crate::{api, stream};
 
-/// The whole body of a page.
+/// Calls `$finish` with a closure that builds the page's view. One list of pages for both sides:
+/// the server erases the view's type ([`App`]), the browser hydrates each page with its own type
+/// ([`hydrate_page`]), because an erased view also brings the code to hydrate it asynchronously,
+/// which no page uses, for every page into the browser part.
+macro_rules! with_page_view {
+    ($page:expr, $finish:expr) => {
+        match $page {
+            Page::SignIn { first_run, registration_open } => {
+                $finish(move || view! { <SignIn first_run registration_open /> })
+            }
+            Page::Home { me, conversations, older, newest, cards, now_ms, no_provider } => {
+                $finish(move || {
+                    view! { <Home me conversations older newest cards now_ms no_provider /> }
+                })
+            }
+            Page::Conversation {
+                me,
+                detail,
+                cards,
+                providers,
+                personas,
+                attachables,
+                always_allow,
+                now_ms,
+                conversations,
+                older,
+            } => $finish(move || {
+                view! {
+                    <Conversation
+                        me
+                        detail
+                        cards
+                        providers
+                        personas
+                        attachables
+                        always_allow
+                        now_ms
+                        conversations
+                        older
+                    />
+                }
+            }),
+            Page::SettingsTools { me, servers, settings, cost, consent, preferences } => {
+                $finish(move || {
+                    view! {
+                        <crate::settings::SettingsTools
+                            me
+                            servers
+                            settings
+                            cost
+                            consent
+                            preferences
+                        />
+                    }
+                })
+            }
+            Page::SettingsBots { me, bots, providers, personas } => $finish(move || {
+                view! { <crate::bots::SettingsBots me bots providers personas /> }
+            }),
+            Page::SettingsPersonas { me, personas } => {
+                $finish(move || view! { <crate::personas::SettingsPersonas me personas /> })
+            }
+            Page::SettingsPrompts { me, wordings } => {
+                $finish(move || view! { <crate::personas::SettingsPrompts me wordings /> })
+            }
+            Page::AdminHome { me, providers, settings, servers } => $finish(move || {
+                view! { <crate::admin::AdminHome me providers settings servers /> }
+            }),
+            Page::AdminInstance { me, providers, settings } => $finish(move || {
+                view! { <crate::admin::AdminInstance me providers settings /> }
+            }),
+            Page::AdminMcp { me, users_can_add, servers } => $finish(move || {
+                view! { <crate::settings::AdminMcp me users_can_add servers /> }
+            }),
+            Page::Discover { me, entries, tags, query, tag, can_add } => $finish(move || {
+                view! { <crate::discover::Discover me entries tags query tag can_add /> }
+            }),
+            Page::AddServer { me, label, address, dropped, can_add, entry } => $finish(move || {
+                view! { <crate::discover::AddServer me label address dropped can_add entry /> }
+            }),
+            Page::AdminCatalogue { me, entries } => {
+                $finish(move || view! { <crate::discover::AdminCatalogue me entries /> })
+            }
+            Page::NotFound { me } => $finish(move || view! { <NotFound me /> }),
+        }
+    };
+}
+
+/// The whole body of a page, as the server renders it.
 #[component]
 pub fn App(page: Page) -> impl IntoView {
-    match page {
-        Page::SignIn { first_run, registration_open } => {
-            view! { <SignIn first_run registration_open /> }.into_any()
-        }
-        Page::Home { me, conversations, older, newest, cards, now_ms, no_provider } => {
-            view! { <Home me conversations older newest cards now_ms no_provider /> }.into_any()
-        }
-        Page::Conversation {
-            me,
-            detail,
-            cards,
-            providers,
-            personas,
-            attachables,
-            always_allow,
-            now_ms,
-            conversations,
-            older,
-        } => view! {
-            <Conversation
-                me
-                detail
-                cards
-                providers
-                personas
-                attachables
-                always_allow
-                now_ms
-                conversations
-                older
-            />
-        }
-        .into_any(),
-        Page::SettingsTools { me, servers, settings, cost, consent, preferences } => view! {
-            <crate::settings::SettingsTools me servers settings cost consent preferences />
-        }
-        .into_any(),
-        Page::SettingsBots { me, bots, providers, personas } => view! {
-            <crate::bots::SettingsBots me bots providers personas />
-        }
-        .into_any(),
-        Page::SettingsPersonas { me, personas } => view! {
-            <crate::personas::SettingsPersonas me personas />
-        }
-        .into_any(),
-        Page::SettingsPrompts { me, wordings } => view! {
-            <crate::personas::SettingsPrompts me wordings />
-        }
-        .into_any(),
-        Page::AdminHome { me, providers, settings, servers } => view! {
-            <crate::admin::AdminHome me providers settings servers />
-        }
-        .into_any(),
-        Page::AdminInstance { me, providers, settings } => view! {
-            <crate::admin::AdminInstance me providers settings />
-        }
-        .into_any(),
-        Page::AdminMcp { me, users_can_add, servers } => view! {
-            <crate::settings::AdminMcp me users_can_add servers />
-        }
-        .into_any(),
-        Page::Discover { me, entries, tags, query, tag, can_add } => view! {
-            <crate::discover::Discover me entries tags query tag can_add />
-        }
-        .into_any(),
-        Page::AddServer { me, label, address, dropped, can_add, entry } => view! {
-            <crate::discover::AddServer me label address dropped can_add entry />
-        }
-        .into_any(),
-        Page::AdminCatalogue { me, entries } => view! {
-            <crate::discover::AdminCatalogue me entries />
-        }
-        .into_any(),
-        Page::NotFound { me } => view! {
-            <div class="page">
-                {me.map(|me| view! { <TopBar me /> })}
-                <main class="narrow">
-                    <h1>"Not found"</h1>
-                    <p>"There is nothing here, or it is not yours."</p>
-                    <p><a href="/">"Back to your conversations"</a></p>
-                </main>
-            </div>
-        }
-        .into_any(),
+    with_page_view!(page, erased)
+}
+
+fn erased<V: IntoView + 'static>(view: impl FnOnce() -> V) -> AnyView {
+    view().into_any()
+}
+
+/// Takes over the server-rendered body of `page` in the browser.
+#[cfg(feature = "hydrate")]
+pub fn hydrate_page(page: Page) {
+    with_page_view!(page, leptos::mount::hydrate_body)
+}
+
+#[component]
+fn NotFound(me: Option<Me>) -> impl IntoView {
+    view! {
+        <div class="page">
+            {me.map(|me| view! { <TopBar me /> })}
+            <main class="narrow">
+                <h1>"Not found"</h1>
+                <p>"There is nothing here, or it is not yours."</p>
+                <p><a href="/">"Back to your conversations"</a></p>
+            </main>
+        </div>
     }
 }
 
@@ -113,36 +143,6 @@ fn without_waiting_count(title: &str) -> &str {
         .and_then(|rest| rest.split_once(" waiting) "))
         .filter(|(count, _)| !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()))
         .map_or(title, |(_, title)| title)
-}
-
-/// The bar on top of every signed-in page: home, who is signed in, sign out.
-#[component]
-pub(crate) fn TopBar(me: Me) -> impl IntoView {
-    let csrf = me.csrf_token.clone();
-    let sign_out = move |_| {
-        let csrf = csrf.clone();
-        api::spawn(async move {
-            let _ = api::call("POST", "/api/v1/auth/logout", Some(json!({})), Some(&csrf)).await;
-            api::go("/");
-        });
-    };
-    view! {
-        <header class="topbar">
-            <a class="brand" href="/">"Llooma"</a>
-            <nav class="links">
-                <a href="/settings/tools">"Settings"</a>
-                <a href="/settings/personas">"Personas"</a>
-                <a href="/settings/prompts">"Prompts"</a>
-                <a href="/settings/bots">"Bots"</a>
-                {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
-            </nav>
-            <span class="who">
-                {me.display_name.clone()}
-                {me.admin.then(|| view! { <span class="badge">"admin"</span> })}
-            </span>
-            <button class="signout" type="button" on:click=sign_out>"Sign out"</button>
-        </header>
-    }
 }
 
 /// Sign in, or create the first account (the administrator) on a fresh instance.
@@ -278,7 +278,7 @@ fn Home(
     // Until a model provider exists nobody can chat: say so, and lead an administrator there.
     let missing = no_provider.then(|| {
         if me.admin {
-            view! {
+            Either::Left(view! {
                 <section class="card setup-needed">
                     <h2>"One step left: a model provider"</h2>
                     <p>
@@ -287,18 +287,16 @@ fn Home(
                     </p>
                     <a class="button primary" href="/admin/instance">"Add a model provider"</a>
                 </section>
-            }
-            .into_any()
+            })
         } else {
-            view! {
+            Either::Right(view! {
                 <section class="card setup-needed">
                     <p>
                         "There is no model provider yet, so conversations cannot be answered. \
                          Ask an administrator of this instance to add one."
                     </p>
                 </section>
-            }
-            .into_any()
+            })
         }
     });
     view! {
@@ -646,9 +644,9 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
     let reply = entry.reply;
     let turn = entry.turn_id.clone();
     let actions = if user {
-        turn.map(|turn| message_actions(chat, turn, reply).into_any())
+        turn.map(|turn| Either::Left(message_actions(chat, turn, reply)))
     } else {
-        Some(reply_actions(chat, entry.key, turn, reply).into_any())
+        Some(Either::Right(reply_actions(chat, entry.key, turn, reply)))
     };
     view! {
         <li class=class>
@@ -763,22 +761,21 @@ fn reply_actions(
 
 fn part_view(user: bool, part: ReplyPart) -> impl IntoView {
     match part {
-        ReplyPart::Text { text } if user => view! { <div class="text">{text}</div> }.into_any(),
+        ReplyPart::Text { text } if user => EitherOf4::A(view! { <div class="text">{text}</div> }),
         // A reply's Markdown, rendered again as each piece of the stream arrives.
-        ReplyPart::Text { text } => crate::markdown::markdown(&text).into_any(),
-        ReplyPart::Reasoning { text } => view! {
+        ReplyPart::Text { text } => EitherOf4::B(crate::markdown::markdown(&text)),
+        ReplyPart::Reasoning { text } => EitherOf4::C(view! {
             <details class="reasoning">
                 <summary>"Reasoning"</summary>
                 <div class="text">{text}</div>
             </details>
-        }
-        .into_any(),
-        ReplyPart::Step { step } => step_view(&step).into_any(),
+        }),
+        ReplyPart::Step { step } => EitherOf4::D(step_view(&step)),
     }
 }
 
 /// A tool call in the timeline: which server and tool, and what became of it.
-fn step_view(step: &Step) -> impl IntoView {
+fn step_view(step: &Step) -> impl IntoView + use<> {
     let text = |field: &Option<String>| field.clone().unwrap_or_default();
     let state = step.state.as_str();
     if !step.is_mcp() {
@@ -790,13 +787,12 @@ fn step_view(step: &Step) -> impl IntoView {
             StepState::Failed => format!(" — failed: {}", text(&step.error)),
             _ => String::new(),
         };
-        return view! {
+        return EitherOf3::A(view! {
             <details class=format!("step builtin {state}") data-state=state>
                 <summary>"Used " <b>{tool}</b> {outcome}</summary>
                 <pre class="result">{result}</pre>
             </details>
-        }
-        .into_any();
+        });
     }
     let server = text(&step.server);
     // An MCP tool call names the server's tool; a resource or prompt the person attached, or the
@@ -838,15 +834,15 @@ fn step_view(step: &Step) -> impl IntoView {
     };
     match step.output.clone() {
         // What the server returned, as the model read it (wrapped and labelled as its text).
-        Some(output) => view! {
+        Some(output) => EitherOf3::B(view! {
             <details class=format!("step mcp {state}") data-state=state>
                 <summary>{summary}</summary>
                 <pre class="output">{output}</pre>
             </details>
-        }
-        .into_any(),
-        None => view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> }
-            .into_any(),
+        }),
+        None => EitherOf3::C(
+            view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> },
+        ),
     }
 }
 
@@ -870,68 +866,9 @@ fn Composer(
     let error = chat.error;
     let attach_open = RwSignal::new(None::<Menu>);
     let chosen = RwSignal::new(Vec::<Chosen>::new());
-    let persona_id = conversation.persona_id.clone().unwrap_or_default();
-    let menu_open = RwSignal::new(false);
-    let mcp_on = RwSignal::new(conversation.mcp_enabled);
-    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
-    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
     let message = NodeRef::<leptos::html::Textarea>::new();
-    let patch = move |body: Value| {
-        let path = format!("/api/v1/conversations/{}", chat.id.get_value());
-        api::spawn(async move {
-            match api::call("PATCH", &path, Some(body), Some(&chat.csrf.get_value())).await {
-                Ok(_) => error.set(None),
-                Err(failure) => error.set(Some(failure.message)),
-            }
-        });
-    };
-    let save_model = move || {
-        let provider = provider_id.get_untracked();
-        let name = model.get_untracked();
-        if !provider.is_empty() && !name.trim().is_empty() {
-            patch(json!({"providerId": provider, "model": name.trim()}));
-        }
-    };
-    // The providers' models, asked for when the person is about to pick one (not on every page
-    // load: listing asks each provider).
-    // The providers' models, asked for when the person is about to pick one.
-    let choices = ModelChoices::new();
-    let send = move || {
-        let Some(area) = message.get() else { return };
-        let content = area.value();
-        if content.trim().is_empty() {
-            return;
-        }
-        let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
-        let (resources, prompts) = message_parts(&chosen.get_untracked());
-        api::spawn(async move {
-            let body = json!({"content": content, "resources": resources, "prompts": prompts});
-            match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
-                Ok(started) => {
-                    area.set_value("");
-                    chosen.set(Vec::new());
-                    error.set(None);
-                    if let Some(turn) = started["turnId"].as_str() {
-                        chat.add_user(turn, content.trim().to_owned());
-                        // What the person just sent, and the reply to come, are in view.
-                        api::chat_to_latest();
-                    }
-                }
-                Err(failure) => error.set(Some(failure.message)),
-            }
-        });
-    };
-    let stop = move |_| {
-        let path = format!("/api/v1/conversations/{}/stop", chat.id.get_value());
-        api::spawn(async move {
-            if let Err(failure) =
-                api::call("POST", &path, Some(json!({})), Some(&chat.csrf.get_value())).await
-            {
-                error.set(Some(failure.message));
-            }
-        });
-    };
-    let no_provider = providers.is_empty();
+    let send = move || send_message(chat, message, chosen);
+    let persona_id = conversation.persona_id.clone().unwrap_or_default();
     view! {
         <form
             class="composer"
@@ -942,146 +879,269 @@ fn Composer(
         >
             <p class="error" role="alert">{move || error.get()}</p>
             <AttachPanel offer=attachables open=attach_open chosen />
-            <textarea
-                node_ref=message
-                name="message"
-                rows="3"
-                placeholder="Write a message (@ attaches a resource, / at the start picks a prompt)"
-                on:input=move |_| {
-                    let Some(area) = message.get() else { return };
-                    let text = area.value();
-                    // `@` typed after a space (or first), `/` typed first: open the menu, and
-                    // take the sign back out of the message.
-                    let at = text.ends_with('@')
-                        && text[..text.len() - 1].chars().last().is_none_or(char::is_whitespace);
-                    if at {
-                        area.set_value(&text[..text.len() - 1]);
-                        attach_open.set(Some(Menu::Resources));
-                    } else if text == "/" {
-                        area.set_value("");
-                        attach_open.set(Some(Menu::Prompts));
-                    }
-                }
-                on:keydown=move |ev: leptos::ev::KeyboardEvent| {
-                    if ev.key() == "Enter" && !ev.shift_key() {
-                        ev.prevent_default();
-                        send();
-                    }
-                }
-            ></textarea>
+            <MessageBox message attach_open send />
             <div class="composer-bar">
-                <div class="lightning">
-                    <button
-                        class="icon-button"
-                        type="button"
-                        title="Tools for this conversation"
-                        aria-expanded=move || menu_open.get().to_string()
-                        on:click=move |_| menu_open.update(|o| *o = !*o)
-                    >
-                        "⚡"
-                    </button>
-                    <div class="menu" hidden=move || !menu_open.get()>
-                        <label class="switch">
-                            <input
-                                type="checkbox"
-                                name="mcp"
-                                prop:checked=move || mcp_on.get()
-                                on:change=move |ev| {
-                                    let on = event_target_checked(&ev);
-                                    mcp_on.set(on);
-                                    patch(json!({"mcpEnabled": on}));
-                                }
-                            />
-                            "MCP tools"
-                        </label>
-                        <p class="hint">
-                            "Offer the tools of your MCP servers in this conversation. Every call is put to you first."
-                        </p>
-                    </div>
-                </div>
-                <button
-                    class="icon-button attach-resource"
-                    type="button"
-                    title="Attach a resource of your MCP servers"
-                    on:click=move |_| attach_open.set(Some(Menu::Resources))
-                >
-                    "@"
-                </button>
-                <button
-                    class="icon-button attach-prompt"
-                    type="button"
-                    title="Use a prompt of your MCP servers"
-                    on:click=move |_| attach_open.set(Some(Menu::Prompts))
-                >
-                    "/"
-                </button>
-                <select
-                    name="persona"
-                    title="Persona"
-                    on:change=move |ev| patch(json!({"personaId": event_target_value(&ev)}))
-                >
-                    <option value="" selected=persona_id.is_empty()>"No persona"</option>
-                    {personas
-                        .into_iter()
-                        .map(|p| {
-                            let selected = p.id == persona_id;
-                            view! { <option value=p.id.clone() selected=selected>{p.name}</option> }
-                        })
-                        .collect_view()}
-                </select>
-                <select
-                    name="provider"
-                    title="Model provider"
-                    on:change=move |ev| {
-                        provider_id.set(event_target_value(&ev));
-                        choices.load();
-                        save_model();
-                    }
-                >
-                    <option value="" selected=provider_id.get_untracked().is_empty()>
-                        {if no_provider { "No provider yet" } else { "Provider…" }}
-                    </option>
-                    {providers
-                        .into_iter()
-                        .map(|p| {
-                            let selected = p.id == provider_id.get_untracked();
-                            view! {
-                                <option value=p.id.clone() selected=selected>
-                                    {p.name}
-                                </option>
-                            }
-                        })
-                        .collect_view()}
-                </select>
-                <input
-                    class="model"
-                    name="model"
-                    title="Model (pick one the provider lists, or type its name)"
-                    placeholder=move || {
-                        choices.of(&provider_id.get()).into_iter().next().unwrap_or_else(|| "model".into())
-                    }
-                    list="model-choices"
-                    autocomplete="off"
-                    prop:value=move || model.get()
-                    on:focus=move |_| choices.load()
-                    on:change=move |ev| {
-                        model.set(event_target_value(&ev));
-                        save_model();
-                    }
-                />
-                <ModelDatalist id="model-choices" choices provider=provider_id />
+                <ToolsMenu chat mcp_enabled=conversation.mcp_enabled />
+                <AttachButtons attach_open />
+                <PersonaPicker chat personas persona_id />
+                <ModelPicker chat providers conversation />
                 <span class="spacer"></span>
                 <button
                     class="stop"
                     type="button"
                     hidden=move || !chat.running.get()
-                    on:click=stop
+                    on:click=move |_| stop_reply(chat)
                 >
                     "Stop"
                 </button>
                 <button class="primary send" type="submit">"Send"</button>
             </div>
         </form>
+    }
+}
+
+/// Sends what the message box holds, with the resources and prompts chosen for it; once the
+/// turn has started the box and the choices are emptied and the message joins the timeline.
+fn send_message(
+    chat: Chat,
+    message: NodeRef<leptos::html::Textarea>,
+    chosen: RwSignal<Vec<Chosen>>,
+) {
+    let Some(area) = message.get() else { return };
+    let content = area.value();
+    if content.trim().is_empty() {
+        return;
+    }
+    let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
+    let (resources, prompts) = message_parts(&chosen.get_untracked());
+    let error = chat.error;
+    api::spawn(async move {
+        let body = json!({"content": content, "resources": resources, "prompts": prompts});
+        match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
+            Ok(started) => {
+                area.set_value("");
+                chosen.set(Vec::new());
+                error.set(None);
+                if let Some(turn) = started["turnId"].as_str() {
+                    chat.add_user(turn, content.trim().to_owned());
+                    // What the person just sent, and the reply to come, are in view.
+                    api::chat_to_latest();
+                }
+            }
+            Err(failure) => error.set(Some(failure.message)),
+        }
+    });
+}
+
+/// Asks the server to stop the reply being written.
+fn stop_reply(chat: Chat) {
+    let path = format!("/api/v1/conversations/{}/stop", chat.id.get_value());
+    api::spawn(async move {
+        if let Err(failure) =
+            api::call("POST", &path, Some(json!({})), Some(&chat.csrf.get_value())).await
+        {
+            chat.error.set(Some(failure.message));
+        }
+    });
+}
+
+/// Changes the conversation's settings (`body`: what changes); a failure is shown above the
+/// message box.
+fn patch_conversation(chat: Chat, body: Value) {
+    let path = format!("/api/v1/conversations/{}", chat.id.get_value());
+    api::spawn(async move {
+        match api::call("PATCH", &path, Some(body), Some(&chat.csrf.get_value())).await {
+            Ok(_) => chat.error.set(None),
+            Err(failure) => chat.error.set(Some(failure.message)),
+        }
+    });
+}
+
+/// Where the message is written: Enter sends (Shift+Enter is a new line), `@` after a space
+/// opens the resources, `/` as the first sign the prompts.
+#[component]
+fn MessageBox(
+    message: NodeRef<leptos::html::Textarea>,
+    attach_open: RwSignal<Option<Menu>>,
+    send: impl Fn() + Copy + 'static,
+) -> impl IntoView {
+    view! {
+        <textarea
+            node_ref=message
+            name="message"
+            rows="3"
+            placeholder="Write a message (@ attaches a resource, / at the start picks a prompt)"
+            on:input=move |_| {
+                let Some(area) = message.get() else { return };
+                let text = area.value();
+                // `@` typed after a space (or first), `/` typed first: open the menu, and
+                // take the sign back out of the message.
+                let at = text.ends_with('@')
+                    && text[..text.len() - 1].chars().last().is_none_or(char::is_whitespace);
+                if at {
+                    area.set_value(&text[..text.len() - 1]);
+                    attach_open.set(Some(Menu::Resources));
+                } else if text == "/" {
+                    area.set_value("");
+                    attach_open.set(Some(Menu::Prompts));
+                }
+            }
+            on:keydown=move |ev: leptos::ev::KeyboardEvent| {
+                if ev.key() == "Enter" && !ev.shift_key() {
+                    ev.prevent_default();
+                    send();
+                }
+            }
+        ></textarea>
+    }
+}
+
+/// The lightning menu: whether this conversation offers the tools of the person's MCP servers.
+#[component]
+fn ToolsMenu(chat: Chat, mcp_enabled: bool) -> impl IntoView {
+    let menu_open = RwSignal::new(false);
+    let mcp_on = RwSignal::new(mcp_enabled);
+    view! {
+        <div class="lightning">
+            <button
+                class="icon-button"
+                type="button"
+                title="Tools for this conversation"
+                aria-expanded=move || menu_open.get().to_string()
+                on:click=move |_| menu_open.update(|o| *o = !*o)
+            >
+                "⚡"
+            </button>
+            <div class="menu" hidden=move || !menu_open.get()>
+                <label class="switch">
+                    <input
+                        type="checkbox"
+                        name="mcp"
+                        prop:checked=move || mcp_on.get()
+                        on:change=move |ev| {
+                            let on = event_target_checked(&ev);
+                            mcp_on.set(on);
+                            patch_conversation(chat, json!({"mcpEnabled": on}));
+                        }
+                    />
+                    "MCP tools"
+                </label>
+                <p class="hint">
+                    "Offer the tools of your MCP servers in this conversation. Every call is put to you first."
+                </p>
+            </div>
+        </div>
+    }
+}
+
+/// `@` and `/` as buttons, for those who do not type them.
+#[component]
+fn AttachButtons(attach_open: RwSignal<Option<Menu>>) -> impl IntoView {
+    view! {
+        <button
+            class="icon-button attach-resource"
+            type="button"
+            title="Attach a resource of your MCP servers"
+            on:click=move |_| attach_open.set(Some(Menu::Resources))
+        >
+            "@"
+        </button>
+        <button
+            class="icon-button attach-prompt"
+            type="button"
+            title="Use a prompt of your MCP servers"
+            on:click=move |_| attach_open.set(Some(Menu::Prompts))
+        >
+            "/"
+        </button>
+    }
+}
+
+/// The conversation's persona (or none).
+#[component]
+fn PersonaPicker(chat: Chat, personas: Vec<PersonaView>, persona_id: String) -> impl IntoView {
+    view! {
+        <select
+            name="persona"
+            title="Persona"
+            on:change=move |ev| {
+                patch_conversation(chat, json!({"personaId": event_target_value(&ev)}))
+            }
+        >
+            <option value="" selected=persona_id.is_empty()>"No persona"</option>
+            {personas
+                .into_iter()
+                .map(|p| {
+                    let selected = p.id == persona_id;
+                    view! { <option value=p.id.clone() selected=selected>{p.name}</option> }
+                })
+                .collect_view()}
+        </select>
+    }
+}
+
+/// The conversation's provider and model: the model is typed or picked from what the provider
+/// lists (asked for when the person is about to pick one: listing asks each provider), and saved
+/// once both are there.
+#[component]
+fn ModelPicker(
+    chat: Chat,
+    providers: Vec<ProviderChoice>,
+    conversation: ConversationView,
+) -> impl IntoView {
+    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
+    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
+    let choices = ModelChoices::new();
+    let save_model = move || {
+        let provider = provider_id.get_untracked();
+        let name = model.get_untracked();
+        if !provider.is_empty() && !name.trim().is_empty() {
+            patch_conversation(chat, json!({"providerId": provider, "model": name.trim()}));
+        }
+    };
+    let no_provider = providers.is_empty();
+    view! {
+        <select
+            name="provider"
+            title="Model provider"
+            on:change=move |ev| {
+                provider_id.set(event_target_value(&ev));
+                choices.load();
+                save_model();
+            }
+        >
+            <option value="" selected=provider_id.get_untracked().is_empty()>
+                {if no_provider { "No provider yet" } else { "Provider…" }}
+            </option>
+            {providers
+                .into_iter()
+                .map(|p| {
+                    let selected = p.id == provider_id.get_untracked();
+                    view! {
+                        <option value=p.id.clone() selected=selected>
+                            {p.name}
+                        </option>
+                    }
+                })
+                .collect_view()}
+        </select>
+        <input
+            class="model"
+            name="model"
+            title="Model (pick one the provider lists, or type its name)"
+            placeholder=move || {
+                choices.of(&provider_id.get()).into_iter().next().unwrap_or_else(|| "model".into())
+            }
+            list="model-choices"
+            autocomplete="off"
+            prop:value=move || model.get()
+            on:focus=move |_| choices.load()
+            on:change=move |ev| {
+                model.set(event_target_value(&ev));
+                save_model();
+            }
+        />
+        <ModelDatalist id="model-choices" choices provider=provider_id />
     }
 }
 

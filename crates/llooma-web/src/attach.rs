@@ -214,12 +214,12 @@ pub fn AttachPanel(
         <div class="attach">
             {move || match open.get() {
                 Some(Menu::Resources) => {
-                    menu(resources.clone(), "resources", "Your servers publish no resources.").into_any()
+                    Some(menu(resources.clone(), "resources", "Your servers publish no resources."))
                 }
                 Some(Menu::Prompts) => {
-                    menu(prompts.clone(), "prompts", "Your servers publish no prompts.").into_any()
+                    Some(menu(prompts.clone(), "prompts", "Your servers publish no prompts."))
                 }
-                None => ().into_any(),
+                None => None,
             }}
             {move || {
                 filling

@@ -6,8 +6,8 @@ use llooma_types::{BOT_MCP_WARNING, BOT_TICKABLE_TOOLS, BotCardView, PersonaView
 use serde_json::json;
 
 use crate::api;
-use crate::app::TopBar;
 use crate::forms::{RemoveAfterAsking, change, input_value};
+use crate::layout::TopBar;
 use crate::model::Me;
 
 const HERE: &str = "/settings/bots";

@@ -1,25 +1,15 @@
 //! Settings → Tools → Discover (the instance's catalogue with usage and ratings), the
 //! registration page the catalogue and deeplinks open, and Admin → Catalogue.
 
+use leptos::either::Either;
 use leptos::prelude::*;
 use llooma_types::CatalogueEntryView;
 use serde_json::json;
 
-use crate::app::TopBar;
 use crate::forms::{change, input_value};
+use crate::layout::{AdminNav, ToolsNav, TopBar};
 use crate::model::Me;
 use crate::review::AddServerForm;
-
-#[component]
-pub(crate) fn ToolsNav() -> impl IntoView {
-    view! {
-        <nav class="row tools-nav">
-            <a href="/settings/tools">"Your servers"</a>
-            <a href="/settings/tools/discover">"Discover"</a>
-            <a href="/settings/tools/mcp/new">"Add by address"</a>
-        </nav>
-    }
-}
 
 fn rating_words(entry: &CatalogueEntryView) -> String {
     match entry.rating.average {
@@ -137,10 +127,9 @@ pub fn Discover(
                                     {(!entry.icon.is_empty()).then(|| view! { <span class="icon">{entry.icon.clone()}</span> })}
                                     <b class="label">{entry.label.clone()}</b>
                                     {if entry.added {
-                                        view! { <span class="status added">"Added"</span> }.into_any()
+                                        Either::Left(view! { <span class="status added">"Added"</span> })
                                     } else {
-                                        view! { <a class="register button" href=entry.register_link.clone()>"Register"</a> }
-                                            .into_any()
+                                        Either::Right(view! { <a class="register button" href=entry.register_link.clone()>"Register"</a> })
                                     }}
                                 </header>
                                 <p class="description">{entry.description.clone()}</p>
@@ -291,7 +280,7 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
             <TopBar me=me.clone() />
             <main class="narrow settings">
                 <h1>"Admin → Catalogue"</h1>
-                <crate::admin::AdminNav />
+                <AdminNav />
                 <p class="hint">
                     "Servers people can pick from under Settings → Tools → Discover. An entry only suggests: each person still tests, reviews and consents, under the instance's network policy."
                 </p>
@@ -318,14 +307,13 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
                                 <p class="address">{entry.address.clone()}</p>
                                 <p class="description">{entry.description.clone()}</p>
                                 {if from_file {
-                                    view! {
+                                    Either::Left(view! {
                                         <p class="hint from-file">
                                             "From the catalogue file: change it there and restart Llooma."
                                         </p>
-                                    }
-                                        .into_any()
+                                    })
                                 } else {
-                                    view! {
+                                    Either::Right(view! {
                                         <details class="edit">
                                             <summary>"Change"</summary>
                                             <EntryForm
@@ -340,8 +328,7 @@ pub fn AdminCatalogue(me: Me, entries: Vec<CatalogueEntryView>) -> impl IntoView
                                         <button class="remove" type="button" on:click=remove>
                                             "Remove"
                                         </button>
-                                    }
-                                        .into_any()
+                                    })
                                 }}
                             </article>
                         }

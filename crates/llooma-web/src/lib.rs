@@ -19,6 +19,7 @@ pub mod attach;
 mod bots;
 mod discover;
 mod forms;
+mod layout;
 mod markdown;
 pub mod model;
 mod model_choices;
@@ -38,12 +39,11 @@ pub use app::App;
 #[cfg(feature = "hydrate")]
 #[wasm_bindgen::prelude::wasm_bindgen]
 pub fn hydrate() {
-    use leptos::prelude::*;
     let Some(page) = api::page_data() else {
         api::console_error("llooma: the page data is missing or unreadable; reload the page");
         return;
     };
-    leptos::mount::hydrate_body(move || view! { <App page=page /> });
+    app::hydrate_page(page);
     // Says the page is live (browser tests wait for it).
     api::mark_hydrated();
 }

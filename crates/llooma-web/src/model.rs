@@ -22,12 +22,16 @@ pub struct Me {
 }
 
 /// One page and its data.
+///
+/// Externally tagged (`{"conversation": {...}}`), not tagged inside: the browser reads it through
+/// `serde_json::Value` like every answer of the API, so each type has one deserializer there, and
+/// an inside tag would add serde's buffering deserializer for every page type.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[allow(
     clippy::large_enum_variant,
     reason = "one value per page rendered, never in bulk (and the sizes differ on wasm32)"
 )]
-#[serde(tag = "page", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum Page {
     /// Not signed in. On a fresh instance it offers to create the administrator.
     SignIn { first_run: bool, registration_open: bool },

@@ -6,8 +6,8 @@ use leptos::prelude::*;
 use llooma_types::{MemoryNoteView, PersonaView, ToolWordingView};
 use serde_json::json;
 
-use crate::app::TopBar;
 use crate::forms::{RemoveAfterAsking, change, input_value, text_value};
+use crate::layout::TopBar;
 use crate::model::Me;
 
 const HERE: &str = "/settings/personas";

@@ -4,6 +4,7 @@
 //! A tool's annotations are shown as what they are, the server's own claims: "read-only" is what
 //! the server says, not something Llooma checked, and a claim left out is "unknown".
 
+use leptos::either::Either;
 use leptos::prelude::*;
 use llooma_types::{ADD_SERVERS_REFUSED, McpGroupView, McpTestReport, McpToolView};
 use serde_json::{Value, json};
@@ -166,9 +167,9 @@ pub fn ToolReview(
                             </p>
                             <p class="claims">"The server says: " {claims}</p>
                             {if no_arguments {
-                                view! { <p class="hint">"No arguments."</p> }.into_any()
+                                Either::Left(view! { <p class="hint">"No arguments."</p> })
                             } else {
-                                view! { <ul class="arguments">{arguments}</ul> }.into_any()
+                                Either::Right(view! { <ul class="arguments">{arguments}</ul> })
                             }}
                         </li>
                     }
@@ -202,14 +203,13 @@ pub fn AddServerForm(
     token_help: Option<String>,
 ) -> impl IntoView {
     if !can_add {
-        return view! {
+        return Either::Left(view! {
             <div class="add-server">
                 <p class="refusal" role="alert">{ADD_SERVERS_REFUSED}</p>
                 {(!address.is_empty())
                     .then(|| view! { <p class="address">{format!("Address: {address}")}</p> })}
             </div>
-        }
-        .into_any();
+        });
     }
     let error = RwSignal::new(None::<String>);
     let report = RwSignal::new(None::<McpTestReport>);
@@ -266,7 +266,7 @@ pub fn AddServerForm(
             busy.set(false);
         });
     };
-    view! {
+    Either::Right(view! {
         <div class="add-server">
             <form class="stack" on:submit=test>
                 <label>
@@ -348,8 +348,7 @@ pub fn AddServerForm(
                     })
             }}
         </div>
-    }
-    .into_any()
+    })
 }
 
 #[cfg(test)]

@@ -11,8 +11,8 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::api;
-use crate::app::TopBar;
 use crate::forms::{RemoveAfterAsking, change, input_value};
+use crate::layout::{AdminNav, ToolsNav, TopBar};
 use crate::model::Me;
 
 fn status(server: &McpServerView) -> &'static str {
@@ -25,6 +25,11 @@ fn status(server: &McpServerView) -> &'static str {
     }
 }
 
+/// Where a change on Settings → Tools reloads to.
+const TOOLS_PAGE: &str = "/settings/tools";
+
+/// Settings → Tools: adding a server, the account's servers, then its tool budget, its
+/// permissions and how its conversations are named, each section a component of its own.
 #[component]
 pub fn SettingsTools(
     me: Me,
@@ -34,42 +39,154 @@ pub fn SettingsTools(
     consent: ConsentView,
     preferences: PreferencesView,
 ) -> impl IntoView {
-    let mode = consent.mode.clone();
-    const HERE: &str = "/settings/tools";
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
-    let titles_from_model = {
-        let csrf = csrf.clone();
-        move |ev| {
-            let body = json!({"titlesFromModel": event_target_checked(&ev)});
-            change("PATCH", "/api/v1/me/preferences".into(), body, csrf.clone(), error, HERE);
-        }
-    };
+    let rule_choices = rule_choices(&servers);
+    let empty = servers.is_empty();
+    view! {
+        <div class="page">
+            <TopBar me=me.clone() />
+            <main class="narrow settings">
+                <h1>"Settings → Tools"</h1>
+                <p class="error" role="alert">{move || error.get()}</p>
+                <ToolsNav />
+                <section class="card">
+                    <h2>"Add an MCP server"</h2>
+                    <crate::review::AddServerForm csrf=csrf.clone() can_add=settings.can_add_servers token_help=None />
+                </section>
+                <h2>"Your MCP servers"</h2>
+                {empty.then(|| view! { <p class="hint">"None yet."</p> })}
+                {servers
+                    .into_iter()
+                    .map(|detail| view! { <ServerCard detail csrf=csrf.clone() error /> })
+                    .collect_view()}
+                <ToolBudget settings cost csrf=csrf.clone() error />
+                <Permissions consent rule_choices csrf=csrf.clone() error />
+                <ConversationNaming preferences csrf error />
+            </main>
+        </div>
+    }
+}
+
+/// A PATCH of the account's MCP settings from a checkbox: `field` set to whether it is ticked.
+fn mcp_switch(
+    field: &'static str,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl Fn(leptos::ev::Event) + 'static {
+    move |ev| {
+        let body = json!({ field: event_target_checked(&ev) });
+        change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, TOOLS_PAGE);
+    }
+}
+
+/// The tool budget (how many MCP tools reach the model in one request), MCP everywhere, and
+/// announce mode with what it would cost and save.
+#[component]
+fn ToolBudget(
+    settings: McpToolSettingsView,
+    cost: AnnounceCostView,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
     let budget = NodeRef::<leptos::html::Input>::new();
     let save_budget = {
         let csrf = csrf.clone();
         move |_| {
             let value: u32 = input_value(budget).trim().parse().unwrap_or(0);
             let body = json!({"toolBudget": value});
-            change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, HERE);
+            change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, TOOLS_PAGE);
         }
     };
-    let everywhere = {
-        let csrf = csrf.clone();
-        move |ev| {
-            let body = json!({"mcpEverywhere": event_target_checked(&ev)});
-            change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, HERE);
-        }
-    };
-    let announce = {
-        let csrf = csrf.clone();
-        move |ev| {
-            let body = json!({"announceMode": event_target_checked(&ev)});
-            change("PATCH", "/api/v1/mcp/settings".into(), body, csrf.clone(), error, HERE);
-        }
-    };
-    // Every tool of every server, to add an allow rule for (any value of each argument).
-    let rule_choices: Vec<(String, String, String, Vec<String>)> = servers
+    let everywhere = mcp_switch("mcpEverywhere", csrf.clone(), error);
+    let announce = mcp_switch("announceMode", csrf, error);
+    view! {
+        <section class="card">
+            <h2>"Tool budget"</h2>
+            <p>
+                {format!(
+                    "{} tools switched on; {} reach the model in a request.",
+                    settings.switched_on,
+                    settings.offered,
+                )}
+            </p>
+            {budget_note(&settings)
+                .map(|(warns, text)| {
+                    view! {
+                        <p class=if warns { "warning" } else { "hint budget-note" }>{text}</p>
+                    }
+                })}
+            <div class="row">
+                <label for="budget">"The most MCP tools in one request"</label>
+                <input
+                    node_ref=budget
+                    id="budget"
+                    name="budget"
+                    type="number"
+                    min="1"
+                    max="1000"
+                    value=settings.tool_budget.to_string()
+                />
+                <button class="save-budget" type="button" on:click=save_budget>
+                    "Save"
+                </button>
+            </div>
+            <label class="switch">
+                <input
+                    type="checkbox"
+                    name="everywhere"
+                    checked=settings.mcp_everywhere
+                    on:change=everywhere
+                />
+                "MCP tools on everywhere"
+            </label>
+            <label class="switch">
+                <input
+                    type="checkbox"
+                    name="announce"
+                    checked=settings.announce_mode
+                    on:change=announce
+                />
+                "Announce servers instead of their tools (experimental)"
+            </label>
+            <AnnounceCost cost />
+        </section>
+    }
+}
+
+/// What every request carries with announce mode and without, and each group's definitions once
+/// the model asks for them.
+#[component]
+fn AnnounceCost(cost: AnnounceCostView) -> impl IntoView {
+    view! {
+        <div class="announce-cost">
+            <p>{cost_line("Without announcing, every request carries", &cost.every_request_without)}</p>
+            <p>{cost_line("Announcing, every request carries", &cost.every_request_with)}</p>
+            <p class="hint">
+                "…plus, once the model asks for one, each group's definitions on the following requests:"
+            </p>
+            <ul class="group-costs">
+                {cost
+                    .per_group
+                    .into_iter()
+                    .map(|g| {
+                        let group = if g.group.is_empty() { "(other tools)".to_owned() } else { g.group };
+                        view! {
+                            <li>{format!("{} · {}: {}", g.server_label, group, cost_words(&g.cost))}</li>
+                        }
+                    })
+                    .collect_view()}
+            </ul>
+        </div>
+    }
+}
+
+/// A tool an allow rule can be added for: (server id, server label, tool, argument names).
+type RuleChoice = (String, String, String, Vec<String>);
+
+/// Every tool of every server, to add an allow rule for (any value of each argument).
+fn rule_choices(servers: &[McpServerDetail]) -> Vec<RuleChoice> {
+    servers
         .iter()
         .flat_map(|detail| {
             detail.tools.iter().map(|tool| {
@@ -85,27 +202,23 @@ pub fn SettingsTools(
                 )
             })
         })
-        .collect();
-    let rule_pick = RwSignal::new(0usize);
-    let add_rule = {
-        let csrf = csrf.clone();
-        let choices = rule_choices.clone();
-        move |_| {
-            let Some((server_id, _, tool, arguments)) = choices.get(rule_pick.get_untracked())
-            else {
-                return;
-            };
-            let arguments: serde_json::Map<String, Value> =
-                arguments.iter().map(|a| (a.clone(), json!("any"))).collect();
-            let body = json!({"serverId": server_id, "tool": tool, "arguments": arguments});
-            change("POST", "/api/v1/consent/rules".into(), body, csrf.clone(), error, HERE);
-        }
-    };
+        .collect()
+}
+
+/// The permission mode, the allow rules (and adding one), and what a card always allowed.
+#[component]
+fn Permissions(
+    consent: ConsentView,
+    rule_choices: Vec<RuleChoice>,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let mode = consent.mode.clone();
     let set_mode = {
         let csrf = csrf.clone();
         move |ev| {
             let body = json!({"mode": event_target_value(&ev)});
-            change("PATCH", "/api/v1/consent".into(), body, csrf.clone(), error, HERE);
+            change("PATCH", "/api/v1/consent".into(), body, csrf.clone(), error, TOOLS_PAGE);
         }
     };
     let modes = [
@@ -113,220 +226,165 @@ pub fn SettingsTools(
         ("rules", "Ask, except what I always allow"),
         ("allow_all", "Allow everything without asking (not recommended)"),
     ];
-    let empty = servers.is_empty();
     view! {
-        <div class="page">
-            <TopBar me=me.clone() />
-            <main class="narrow settings">
-                <h1>"Settings → Tools"</h1>
-                <p class="error" role="alert">{move || error.get()}</p>
-                <crate::discover::ToolsNav />
-                <section class="card">
-                    <h2>"Add an MCP server"</h2>
-                    <crate::review::AddServerForm csrf=csrf.clone() can_add=settings.can_add_servers token_help=None />
-                </section>
-                <h2>"Your MCP servers"</h2>
-                {empty.then(|| view! { <p class="hint">"None yet."</p> })}
-                {servers
+        <section class="card">
+            <h2>"Permissions"</h2>
+            <select name="mode" on:change=set_mode>
+                {modes
                     .into_iter()
-                    .map(|detail| view! { <ServerCard detail csrf=csrf.clone() error /> })
+                    .map(|(value, text)| {
+                        view! {
+                            <option value=value selected=mode == value>
+                                {text}
+                            </option>
+                        }
+                    })
                     .collect_view()}
-                <section class="card">
-                    <h2>"Tool budget"</h2>
-                    <p>
-                        {format!(
-                            "{} tools switched on; {} reach the model in a request.",
-                            settings.switched_on,
-                            settings.offered,
-                        )}
-                    </p>
-                    {budget_note(&settings)
-                        .map(|(warns, text)| {
-                            view! {
-                                <p class=if warns { "warning" } else { "hint budget-note" }>{text}</p>
-                            }
-                        })}
-                    <div class="row">
-                        <label for="budget">"The most MCP tools in one request"</label>
-                        <input
-                            node_ref=budget
-                            id="budget"
-                            name="budget"
-                            type="number"
-                            min="1"
-                            max="1000"
-                            value=settings.tool_budget.to_string()
-                        />
-                        <button class="save-budget" type="button" on:click=save_budget>
-                            "Save"
-                        </button>
-                    </div>
-                    <label class="switch">
-                        <input
-                            type="checkbox"
-                            name="everywhere"
-                            checked=settings.mcp_everywhere
-                            on:change=everywhere
-                        />
-                        "MCP tools on everywhere"
-                    </label>
-                    <label class="switch">
-                        <input
-                            type="checkbox"
-                            name="announce"
-                            checked=settings.announce_mode
-                            on:change=announce
-                        />
-                        "Announce servers instead of their tools (experimental)"
-                    </label>
-                    <div class="announce-cost">
-                        <p>{cost_line("Without announcing, every request carries", &cost.every_request_without)}</p>
-                        <p>{cost_line("Announcing, every request carries", &cost.every_request_with)}</p>
-                        <p class="hint">
-                            "…plus, once the model asks for one, each group's definitions on the following requests:"
-                        </p>
-                        <ul class="group-costs">
-                            {cost
-                                .per_group
-                                .into_iter()
-                                .map(|g| {
-                                    let group = if g.group.is_empty() { "(other tools)".to_owned() } else { g.group };
-                                    view! {
-                                        <li>{format!("{} · {}: {}", g.server_label, group, cost_words(&g.cost))}</li>
-                                    }
-                                })
-                                .collect_view()}
-                        </ul>
-                    </div>
-                </section>
-                <section class="card">
-                    <h2>"Permissions"</h2>
-                    <select name="mode" on:change=set_mode>
-                        {modes
-                            .into_iter()
-                            .map(|(value, text)| {
-                                view! {
-                                    <option value=value selected=mode == value>
-                                        {text}
-                                    </option>
-                                }
-                            })
-                            .collect_view()}
-                    </select>
-                    {(mode == "allow_all")
-                        .then(|| view! { <p class="warning">{consent.allow_all_warning.clone()}</p> })}
-                    <h3>"Allow rules"</h3>
-                    {consent
-                        .rules
-                        .is_empty()
-                        .then(|| view! { <p class="hint">"No rule: every call is put to you."</p> })}
-                    <ul class="rules">
-                        {consent
-                            .rules
-                            .into_iter()
-                            .map(|rule| {
-                                let path = format!("/api/v1/consent/rules/{}", rule.id);
-                                let csrf = csrf.clone();
-                                let arguments = serde_json::to_string(&rule.arguments).unwrap_or_default();
-                                view! {
-                                    <li class="rule">
-                                        <span>
-                                            <b>{rule.tool_name}</b>
-                                            {format!(" on {} with {arguments}", rule.server_address)}
-                                        </span>
-                                        <button
-                                            class="remove-rule"
-                                            type="button"
-                                            on:click=move |_| {
-                                                change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
-                                            }
-                                        >
-                                            "Remove"
-                                        </button>
-                                    </li>
-                                }
-                            })
-                            .collect_view()}
-                    </ul>
-                    {(!rule_choices.is_empty())
-                        .then(|| {
-                            view! {
-                                <div class="row add-rule">
-                                    <select
-                                        name="rule-tool"
-                                        on:change=move |ev| {
-                                            rule_pick.set(event_target_value(&ev).parse().unwrap_or(0))
-                                        }
-                                    >
-                                        {rule_choices
-                                            .iter()
-                                            .enumerate()
-                                            .map(|(i, (_, label, tool, _))| {
-                                                view! { <option value=i.to_string()>{format!("{label} · {tool}")}</option> }
-                                            })
-                                            .collect_view()}
-                                    </select>
-                                    <button class="add-rule" type="button" on:click=add_rule>
-                                        "Always allow this tool"
-                                    </button>
-                                </div>
-                                <p class="hint">
-                                    "A rule applies in the \"Ask, except what I always allow\" mode, whatever the arguments."
-                                </p>
-                            }
-                        })}
-                    <h3>"Always allowed from a card"</h3>
-                    {consent
-                        .grants
-                        .is_empty()
-                        .then(|| view! { <p class="hint">"Nothing yet."</p> })}
-                    <ul class="grants">
-                        {consent
-                            .grants
-                            .into_iter()
-                            .map(|grant| {
-                                let path = format!("/api/v1/consent/grants/{}", grant.id);
-                                let csrf = csrf.clone();
-                                view! {
-                                    <li class="grant">
-                                        <span>
-                                            <b>{grant.tool_name}</b>
-                                            {format!(" on {} with {}", grant.server_address, grant.arguments)}
-                                        </span>
-                                        <button
-                                            class="revoke"
-                                            type="button"
-                                            on:click=move |_| {
-                                                change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
-                                            }
-                                        >
-                                            "Revoke"
-                                        </button>
-                                    </li>
-                                }
-                            })
-                            .collect_view()}
-                    </ul>
-                </section>
-                <section class="card">
-                    <h2>"Conversations"</h2>
-                    <label class="switch">
-                        <input
-                            type="checkbox"
-                            name="titles-from-model"
-                            checked=preferences.titles_from_model
-                            on:change=titles_from_model
-                        />
-                        "Name a new conversation with the model after its first reply (one more \
-                         short request to the model; otherwise its first message names it)"
-                    </label>
-                </section>
-            </main>
-        </div>
+            </select>
+            {(mode == "allow_all")
+                .then(|| view! { <p class="warning">{consent.allow_all_warning.clone()}</p> })}
+            <h3>"Allow rules"</h3>
+            {consent
+                .rules
+                .is_empty()
+                .then(|| view! { <p class="hint">"No rule: every call is put to you."</p> })}
+            <ul class="rules">
+                {consent
+                    .rules
+                    .into_iter()
+                    .map(|rule| {
+                        let path = format!("/api/v1/consent/rules/{}", rule.id);
+                        let arguments = serde_json::to_string(&rule.arguments).unwrap_or_default();
+                        let what = format!(" on {} with {arguments}", rule.server_address);
+                        let undo = remover(path, csrf.clone(), error);
+                        consent_item("rule", rule.tool_name, what, ("remove-rule", "Remove"), undo)
+                    })
+                    .collect_view()}
+            </ul>
+            {(!rule_choices.is_empty())
+                .then(|| view! { <AddRule choices=rule_choices csrf=csrf.clone() error /> })}
+            <h3>"Always allowed from a card"</h3>
+            {consent
+                .grants
+                .is_empty()
+                .then(|| view! { <p class="hint">"Nothing yet."</p> })}
+            <ul class="grants">
+                {consent
+                    .grants
+                    .into_iter()
+                    .map(|grant| {
+                        let path = format!("/api/v1/consent/grants/{}", grant.id);
+                        let what = format!(" on {} with {}", grant.server_address, grant.arguments);
+                        let undo = remover(path, csrf.clone(), error);
+                        consent_item("grant", grant.tool_name, what, ("revoke", "Revoke"), undo)
+                    })
+                    .collect_view()}
+            </ul>
+        </section>
     }
 }
 
-/// What "Update tools" found, in a sentence.
+/// A rule or a grant: the tool, where and with what, and the button (class, label) that undoes
+/// it.
+fn consent_item(
+    class: &'static str,
+    tool: String,
+    what: String,
+    (button_class, label): (&'static str, &'static str),
+    undo: impl Fn(leptos::ev::MouseEvent) + 'static,
+) -> impl IntoView {
+    view! {
+        <li class=class>
+            <span>
+                <b>{tool}</b>
+                {what}
+            </span>
+            <button class=button_class type="button" on:click=undo>
+                {label}
+            </button>
+        </li>
+    }
+}
+
+/// A click that deletes what `path` names, then reloads the page.
+fn remover(
+    path: String,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl Fn(leptos::ev::MouseEvent) + 'static {
+    move |_| change("DELETE", path.clone(), json!({}), csrf.clone(), error, TOOLS_PAGE)
+}
+
+/// Picking a tool to always allow (whatever its arguments).
+#[component]
+fn AddRule(
+    choices: Vec<RuleChoice>,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let pick = RwSignal::new(0usize);
+    let options = choices
+        .iter()
+        .enumerate()
+        .map(|(i, (_, label, tool, _))| {
+            view! { <option value=i.to_string()>{format!("{label} · {tool}")}</option> }
+        })
+        .collect_view();
+    let add = move |_| {
+        let Some((server_id, _, tool, arguments)) = choices.get(pick.get_untracked()) else {
+            return;
+        };
+        let arguments: serde_json::Map<String, Value> =
+            arguments.iter().map(|a| (a.clone(), json!("any"))).collect();
+        let body = json!({"serverId": server_id, "tool": tool, "arguments": arguments});
+        change("POST", "/api/v1/consent/rules".into(), body, csrf.clone(), error, TOOLS_PAGE);
+    };
+    view! {
+        <div class="row add-rule">
+            <select
+                name="rule-tool"
+                on:change=move |ev| pick.set(event_target_value(&ev).parse().unwrap_or(0))
+            >
+                {options}
+            </select>
+            <button class="add-rule" type="button" on:click=add>
+                "Always allow this tool"
+            </button>
+        </div>
+        <p class="hint">
+            "A rule applies in the \"Ask, except what I always allow\" mode, whatever the arguments."
+        </p>
+    }
+}
+
+/// Whether the model names a new conversation after its first reply.
+#[component]
+fn ConversationNaming(
+    preferences: PreferencesView,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    let titles_from_model = move |ev| {
+        let body = json!({"titlesFromModel": event_target_checked(&ev)});
+        change("PATCH", "/api/v1/me/preferences".into(), body, csrf.clone(), error, TOOLS_PAGE);
+    };
+    view! {
+        <section class="card">
+            <h2>"Conversations"</h2>
+            <label class="switch">
+                <input
+                    type="checkbox"
+                    name="titles-from-model"
+                    checked=preferences.titles_from_model
+                    on:change=titles_from_model
+                />
+                "Name a new conversation with the model after its first reply (one more \
+                 short request to the model; otherwise its first message names it)"
+            </label>
+        </section>
+    }
+}
+
 /// Tools in use past which the budget box warns: every one rides along in every request.
 const TOOLS_IN_USE_WARNING: usize = 100;
 
@@ -350,6 +408,7 @@ fn budget_note(settings: &McpToolSettingsView) -> Option<(bool, String)> {
     })
 }
 
+/// What "Update tools" found, in a sentence.
 fn refresh_words(found: &McpRefreshReport) -> String {
     let list = |names: Vec<String>| {
         if names.is_empty() { "none".to_owned() } else { names.join(", ") }
@@ -379,7 +438,6 @@ fn ServerCard(
     csrf: String,
     error: RwSignal<Option<String>>,
 ) -> impl IntoView {
-    const HERE: &str = "/settings/tools";
     let server = detail.server.clone();
     let path = format!("/api/v1/mcp/servers/{}", server.id);
     let news = RwSignal::new(None::<String>);
@@ -387,7 +445,7 @@ fn ServerCard(
         let (csrf, path) = (csrf.clone(), path.clone());
         move |ev| {
             let body = json!({"enabled": event_target_checked(&ev)});
-            change("PATCH", path.clone(), body, csrf.clone(), error, HERE);
+            change("PATCH", path.clone(), body, csrf.clone(), error, TOOLS_PAGE);
         }
     };
     // "Update tools": removals apply at once; new or changed tools wait for this review.
@@ -402,7 +460,7 @@ fn ServerCard(
             api::spawn(async move {
                 match api::call("POST", &path, Some(body), Some(&csrf)).await {
                     Ok(found) => match serde_json::from_value::<McpRefreshReport>(found) {
-                        Ok(found) if found.applied && accepting => api::go(HERE),
+                        Ok(found) if found.applied && accepting => api::go(TOOLS_PAGE),
                         Ok(found) if found.applied => news.set(Some(refresh_words(&found))),
                         Ok(found) => review.set(Some(found)),
                         Err(e) => error.set(Some(format!("Unexpected answer: {e}"))),
@@ -424,7 +482,7 @@ fn ServerCard(
             let key = group.key.clone();
             let on_change = move |ev| {
                 let body = json!({"group": key, "enabled": event_target_checked(&ev)});
-                change("PUT", path.clone(), body, csrf.clone(), error, HERE);
+                change("PUT", path.clone(), body, csrf.clone(), error, TOOLS_PAGE);
             };
             let title =
                 if group.key.is_empty() { "(other tools)".to_owned() } else { group.key.clone() };
@@ -458,7 +516,7 @@ fn ServerCard(
         .collect_view();
     let tool_total = detail.tools.len();
     let remove = Callback::new(move |()| {
-        change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
+        change("DELETE", path.clone(), json!({}), csrf.clone(), error, TOOLS_PAGE)
     });
     let state = status(&server);
     view! {
@@ -584,7 +642,7 @@ pub fn AdminMcp(me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView>) -
             <TopBar me=me.clone() />
             <main class="narrow settings">
                 <h1>"Admin → MCP servers"</h1>
-                <crate::admin::AdminNav />
+                <AdminNav />
                 <p class="error" role="alert">{move || error.get()}</p>
                 <label class="switch">
                     <input

@@ -1,0 +1,64 @@
+//! What every page around its content shares: the bar on top of a signed-in page and the links
+//! between the pages of a section. Below every page module, so pages use it and it uses none of
+//! them.
+
+use leptos::prelude::*;
+use serde_json::json;
+
+use crate::api;
+use crate::model::Me;
+
+/// The bar on top of every signed-in page: home, who is signed in, sign out.
+#[component]
+pub fn TopBar(me: Me) -> impl IntoView {
+    let csrf = me.csrf_token.clone();
+    let sign_out = move |_| {
+        let csrf = csrf.clone();
+        api::spawn(async move {
+            let _ = api::call("POST", "/api/v1/auth/logout", Some(json!({})), Some(&csrf)).await;
+            api::go("/");
+        });
+    };
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">"Llooma"</a>
+            <nav class="links">
+                <a href="/settings/tools">"Settings"</a>
+                <a href="/settings/personas">"Personas"</a>
+                <a href="/settings/prompts">"Prompts"</a>
+                <a href="/settings/bots">"Bots"</a>
+                {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
+            </nav>
+            <span class="who">
+                {me.display_name.clone()}
+                {me.admin.then(|| view! { <span class="badge">"admin"</span> })}
+            </span>
+            <button class="signout" type="button" on:click=sign_out>"Sign out"</button>
+        </header>
+    }
+}
+
+/// The links between the administrator's pages.
+#[component]
+pub fn AdminNav() -> impl IntoView {
+    view! {
+        <nav class="row admin-nav">
+            <a href="/admin">"What needs doing"</a>
+            <a href="/admin/mcp">"MCP servers"</a>
+            <a href="/admin/catalogue">"Catalogue"</a>
+            <a href="/admin/instance">"Providers and instance"</a>
+        </nav>
+    }
+}
+
+/// The links between the pages of Settings → Tools.
+#[component]
+pub fn ToolsNav() -> impl IntoView {
+    view! {
+        <nav class="row tools-nav">
+            <a href="/settings/tools">"Your servers"</a>
+            <a href="/settings/tools/discover">"Discover"</a>
+            <a href="/settings/tools/mcp/new">"Add by address"</a>
+        </nav>
+    }
+}
