@@ -352,7 +352,7 @@ pub fn check(ctx: &Ctx) -> Result<()> {
     violations.extend(module_cycle_violations(ctx, &ws)?);
     if violations.is_empty() {
         eprintln!(
-            "layering: ok ({} direct rules over {} crates, {} transitive rules, no new pair of \
+            "layering: ok ({} direct rules over {} crates, {} transitive rules, no pair of \
              modules importing each other)",
             DIRECT_RULES.len() + ONLY_RULES.len(),
             ws.members.len(),
@@ -460,21 +460,9 @@ fn transitive_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Pairs of modules (crate, module, module; in name order) known to import each other and
-/// being untangled on another branch: reported as notes, not failures, until then. Empty it as
-/// each pair goes; an entry that no longer imports both ways is pointed out.
-const KNOWN_MODULE_CYCLES: &[(&str, &str, &str)] = &[
-    ("llooma-mcp-client", "error", "http"),
-    ("llooma-mcp-client", "pool", "session"),
-    ("llooma-memory-guard", "turn", "wrap"),
-    ("llooma-providers", "types", "wire"),
-    ("llooma-store", "conversations", "turn_writes"),
-];
-
-/// Every pair of modules of a workspace crate that import each other, except the known ones.
+/// Every pair of modules of a workspace crate that import each other.
 fn module_cycle_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
     let mut out = Vec::new();
-    let mut known_seen = BTreeSet::new();
     for m in &ws.members {
         let src = ctx.root.join(&m.dir).join("src");
         let files = module_files(&src)?;
@@ -485,16 +473,6 @@ fn module_cycle_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
             texts.push((module, text));
         }
         for (a, b) in module_cycles(&texts) {
-            let known = (m.name.as_str(), a.as_str(), b.as_str());
-            if let Some(entry) = KNOWN_MODULE_CYCLES.iter().find(|k| **k == known) {
-                eprintln!(
-                    "layering: note: in `{}`, modules `{a}` and `{b}` import each other (known, \
-                     in KNOWN_MODULE_CYCLES)",
-                    m.name
-                );
-                known_seen.insert(*entry);
-                continue;
-            }
             out.push(format!(
                 "in `{}`, modules `{}` and `{}` import each other: move what both need into a \
                  module below them, so the crate reads top-down",
@@ -503,13 +481,6 @@ fn module_cycle_violations(ctx: &Ctx, ws: &Workspace) -> Result<Vec<String>> {
                 display_module(&b)
             ));
         }
-    }
-    for known in KNOWN_MODULE_CYCLES.iter().filter(|k| !known_seen.contains(*k)) {
-        eprintln!(
-            "layering: note: `{}` and `{}` of `{}` no longer import each other; remove them from \
-             KNOWN_MODULE_CYCLES",
-            known.1, known.2, known.0
-        );
     }
     Ok(out)
 }
