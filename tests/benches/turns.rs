@@ -26,7 +26,12 @@
 //!    1,000 tabs each watching its own new conversation's first turn, all at once (20 deltas
 //!    each, not 200, so that this one round does not dominate the bench's run time);
 //!
-//! and the server's start to ready, idle resident memory and resident memory after 110 turns.
+//! 8. 10,000 tabs each holding a conversation's event stream, nothing streaming: resident memory
+//!    per open stream, and what the process still holds 5 s after they all closed;
+//!
+//! and the server's start to ready, idle resident memory (5 s after ready: fresh, and with one
+//! account's MCP server, npm's server-everything, configured) and resident memory after 110
+//! turns.
 //!
 //! Per turn: wall time from sending `POST /messages` to reading `end` on the conversation's event
 //! stream; server CPU as the sum over every thread of `/proc/PID/task/*/schedstat` (first field,
@@ -42,7 +47,7 @@
 //! server, database and fake model, and the table has a column for each and their ratio.
 //!
 //! Arguments (after `--`): the parts to run, by name (default: all): start, plain, gateway,
-//! everything, bot, concurrent, fan-out, fan-out-spread, mcp-client.
+//! everything, bot, concurrent, fan-out, fan-out-spread, idle-tabs, mcp-client.
 //!
 //! Environment: `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
 //! `LLOOMA_BASELINE_REV` (optional), the MCP peers' variables (`LLOOMA_NPM_PEERS`,
@@ -89,6 +94,8 @@ const DELTAS: usize = 200;
 const SPREAD_DELTAS: usize = 20;
 /// Starts per binary for start-to-ready and idle memory.
 const STARTS: usize = 5;
+/// How long after ready idle memory is read.
+const IDLE_AFTER: Duration = Duration::from_secs(5);
 /// How long the server's CPU counter must stay still for a turn to count as over, and the most
 /// the bench waits for that.
 const QUIET: Duration = Duration::from_millis(10);
@@ -106,7 +113,7 @@ fn main() {
     let started = Instant::now();
     let mut lines = Vec::new();
     tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-        let parts: [(&str, Part); 8] = [
+        let parts: [(&str, Part); 9] = [
             ("start", |b| Box::pin(start_and_idle(b))),
             ("plain", |b| Box::pin(plain(b))),
             ("gateway", |b| Box::pin(gateway(b))),
@@ -115,6 +122,7 @@ fn main() {
             ("concurrent", |b| Box::pin(concurrent(b))),
             ("fan-out", |b| Box::pin(fan_out(b))),
             ("fan-out-spread", |b| Box::pin(fan_out_spread(b))),
+            ("idle-tabs", |b| Box::pin(idle_tabs(b))),
         ];
         for (name, part) in parts {
             if !runs(name) {
@@ -389,6 +397,7 @@ const ORDER_CONCURRENT: u32 = 50;
 const ORDER_MCP_CLIENT: u32 = 60;
 const ORDER_FAN_OUT: u32 = 70;
 const ORDER_FAN_OUT_SPREAD: u32 = 71;
+const ORDER_IDLE_TABS: u32 = 75;
 const ORDER_SERVER: u32 = 80;
 const ORDER_FAILED: u32 = 90;
 
@@ -397,6 +406,7 @@ enum Cell {
     Ms(f64),
     Us(f64),
     Mib(f64),
+    Kib(f64),
     PerSec(f64),
     Ratio(f64),
     Text(String),
@@ -406,7 +416,12 @@ enum Cell {
 impl Cell {
     fn number(&self) -> Option<f64> {
         match self {
-            Cell::Ms(v) | Cell::Us(v) | Cell::Mib(v) | Cell::PerSec(v) | Cell::Ratio(v)
+            Cell::Ms(v)
+            | Cell::Us(v)
+            | Cell::Mib(v)
+            | Cell::Kib(v)
+            | Cell::PerSec(v)
+            | Cell::Ratio(v)
                 if v.is_finite() =>
             {
                 Some(*v)
@@ -431,6 +446,7 @@ impl Cell {
             (Cell::Ms(_), Some(v)) => format!("{} ms", n(v)),
             (Cell::Us(_), Some(v)) => format!("{v:.0} µs"),
             (Cell::Mib(_), Some(v)) => format!("{v:.1} MiB"),
+            (Cell::Kib(_), Some(v)) => format!("{v:.1} KiB"),
             (Cell::PerSec(_), Some(v)) => format!("{v:.1}/s"),
             (Cell::Ratio(_), Some(v)) => format!("{v:.2}"),
             _ => "–".into(),
@@ -478,6 +494,9 @@ fn turn_lines(order: u32, case: &str, samples: &[Vec<(f64, f64)>], what: &str) -
             Cell::Ms(quantile(&walls[b], 0.5))
         }),
         line(order, case, &format!("wall, {what}, p90"), n, |b| Cell::Ms(quantile(&walls[b], 0.9))),
+        line(order, case, &format!("wall, {what}, p99"), n, |b| {
+            Cell::Ms(quantile(&walls[b], 0.99))
+        }),
         line(order, case, "server CPU per turn, p50", n, |b| Cell::Ms(quantile(&cpus[b], 0.5))),
         line(order, case, "server CPU per turn, p90", n, |b| Cell::Ms(quantile(&cpus[b], 0.9))),
     ]
@@ -797,7 +816,7 @@ async fn start_and_idle(builds: Vec<Build>) -> Vec<Line> {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             ready[b].push(ms(started.elapsed()));
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            tokio::time::sleep(IDLE_AFTER).await;
             idle[b].push(resident_mib(child.id()));
             terminate(&mut child);
         }
@@ -810,10 +829,134 @@ async fn start_and_idle(builds: Vec<Build>) -> Vec<Line> {
             n,
             |b| Cell::Ms(quantile(&ready[b], 0.5)),
         ),
-        line(ORDER_SERVER, case, "idle resident memory, 1 s after ready, p50", n, |b| {
+        line(ORDER_SERVER, case, "idle resident memory, 5 s after ready, p50", n, |b| {
             Cell::Mib(quantile(&idle[b], 0.5))
         }),
     ]
+    .into_iter()
+    .chain(idle_with_mcp_server(&builds).await)
+    .collect()
+}
+
+/// Idle resident memory of a server whose one account has one MCP server (npm's
+/// server-everything) configured, 5 s after a restart, nobody asking anything.
+async fn idle_with_mcp_server(builds: &[Build]) -> Vec<Line> {
+    let n = builds.len();
+    let case = "server";
+    let figure = "idle resident memory, one MCP server configured, 5 s after ready, p50";
+    let Some(peer) = llooma_test_support::peers::everything() else {
+        return skipped(ORDER_SERVER, case, "server-everything is not installed", n);
+    };
+    let mut dirs = Vec::new();
+    for build in builds {
+        let dir = data_dir();
+        let env = [("MCP_ALLOWED_ORIGINS", peer.origin())];
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let proc = Proc::start_in(build, dir.path(), &env);
+        let mut tab = Tab::new(&proc.base);
+        assert_eq!(tab.register("root", PASSWORD).await.status, 201);
+        let added = tab
+            .post("/api/v1/mcp/servers", json!({"label": "everything", "address": peer.url()}))
+            .await;
+        assert_eq!(added.status, 201, "{added:?}");
+        proc.terminate();
+        dirs.push(dir);
+    }
+    let mut idle = vec![Vec::new(); n];
+    for i in 0..STARTS {
+        for b in order(i, n) {
+            let env = [("MCP_ALLOWED_ORIGINS", peer.origin())];
+            let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let proc = Proc::start_in(&builds[b], dirs[b].path(), &env);
+            tokio::time::sleep(IDLE_AFTER).await;
+            idle[b].push(resident_mib(proc.pid()));
+            proc.terminate();
+        }
+    }
+    vec![line(ORDER_SERVER, case, figure, n, |b| Cell::Mib(quantile(&idle[b], 0.5)))]
+}
+
+/// Streams open at once in the idle-tabs row.
+const IDLE_TABS: usize = 10_000;
+
+/// 10,000 tabs each holding the event stream of a conversation, nothing streaming: what each
+/// costs the server, and whether the memory comes back once they all closed.
+async fn idle_tabs(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let case = format!("8. {IDLE_TABS} idle tabs, each holding a conversation's event stream");
+    raise_own_open_files(IDLE_TABS as u64 + 1000);
+    let mut per_stream = vec![0.0; n];
+    let mut held = vec![0.0; n];
+    let mut before = vec![0.0; n];
+    let mut after_close = vec![0.0; n];
+    for b in 0..n {
+        let mut rig = Rig::start(&builds[b], &[], Fallback::Error).await;
+        let id = rig.conversation(false).await;
+        let pid = rig.proc.pid();
+        let address = rig.proc.base.trim_start_matches("http://").to_owned();
+        let cookie = rig.tab.cookie.clone().unwrap();
+        let head = format!(
+            "GET /api/v1/conversations/{id}/events HTTP/1.1\r\nhost: {address}\r\n\
+             cookie: llooma_session={cookie}\r\n\r\n"
+        );
+        // A first crowd, closed again: what a process keeps after its first use is not the
+        // streams' cost.
+        drop(open_idle_streams(&address, &head, 500).await);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        before[b] = resident_mib(pid);
+        let streams = open_idle_streams(&address, &head, IDLE_TABS).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        held[b] = resident_mib(pid);
+        per_stream[b] = (held[b] - before[b]) * 1024.0 / IDLE_TABS as f64;
+        drop(streams);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        after_close[b] = resident_mib(pid);
+        drop(rig);
+    }
+    vec![
+        line(ORDER_IDLE_TABS, &case, "resident memory before the tabs open", n, |b| {
+            Cell::Mib(before[b])
+        }),
+        line(ORDER_IDLE_TABS, &case, &format!("resident memory with {IDLE_TABS} open"), n, |b| {
+            Cell::Mib(held[b])
+        }),
+        line(ORDER_IDLE_TABS, &case, "resident memory per open stream", n, |b| {
+            Cell::Kib(per_stream[b])
+        }),
+        line(ORDER_IDLE_TABS, &case, "resident memory 5 s after all closed", n, |b| {
+            Cell::Mib(after_close[b])
+        }),
+    ]
+}
+
+/// `count` connections that each sent `head` and read the response's head (an event stream
+/// now open), kept open by the caller.
+async fn open_idle_streams(address: &str, head: &str, count: usize) -> Vec<tokio::net::TcpStream> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let opening = (0..count).map(|_| async move {
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut seen = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !seen.windows(4).any(|w| w == b"\r\n\r\n") {
+            let read = stream.read(&mut buffer).await.unwrap();
+            assert!(read > 0, "the server closed an event stream as it opened");
+            seen.extend_from_slice(&buffer[..read]);
+        }
+        assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+        stream
+    });
+    futures::stream::iter(opening).buffer_unordered(64).collect().await
+}
+
+/// Raises this process's soft limit on open files to at least `needed` (through `prlimit`,
+/// as the bench may not use `unsafe`); the hard limit stays.
+fn raise_own_open_files(needed: u64) {
+    let status = Command::new("prlimit")
+        .arg(format!("--pid={}", std::process::id()))
+        .arg(format!("--nofile={needed}:"))
+        .status();
+    assert!(status.is_ok_and(|s| s.success()), "could not raise the open-files limit to {needed}");
 }
 
 async fn plain(builds: Vec<Build>) -> Vec<Line> {

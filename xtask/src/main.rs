@@ -8,6 +8,7 @@ mod bench_bots;
 mod bench_server;
 mod ci;
 mod deny;
+mod dist;
 mod layering;
 mod pg;
 mod setup;
@@ -34,6 +35,9 @@ commands:
   run [args...]      build the web interface, then build and run the server:
                      `cargo run -p llooma-server -- serve [args...]`
   build-web          build the web interface's browser part (wasm) into <target>/web/pkg
+  dist               what people download: the server (profile `dist`: no debug information,
+                     stripped) and the browser part in <target>/dist-archive/llooma-*.tar.gz;
+                     fails when the binary is over 40 MB
   bench [group...] [-- cargo-bench-args...]
                      run benchmark groups (default: all); groups: see `cargo xtask bench --list`
   fake-model [args]  an OpenAI-compatible model server that echoes (or follows a script), to try
@@ -85,6 +89,7 @@ fn dispatch(args: &[String]) -> Result<()> {
             ci::run_server(&ctx, rest)
         }
         "build-web" => web::build_web(&ctx).map(|_| ()),
+        "dist" => dist::dist(&ctx),
         "bench" => bench::bench(&ctx, rest),
         "conformance" => ci::conformance(&ctx),
         "fake-model" => {

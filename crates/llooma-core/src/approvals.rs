@@ -102,7 +102,8 @@ impl App {
                 };
                 let news = match received {
                     Ok(event) => CardNews::of(&event),
-                    Err(RecvError::Lagged(_)) => app.pending_news(&account_id).await,
+                    // Boxed, as a log read is for a tab's stream (see `Watcher::next`).
+                    Err(RecvError::Lagged(_)) => Box::pin(app.pending_news(&account_id)).await,
                     Err(RecvError::Closed) => return None,
                 };
                 Some((news, (None, receiver, stopping, app, account_id)))

@@ -307,7 +307,10 @@ impl Watcher {
                 return Some(event);
             }
             if self.read_log {
-                match self.store.events_after(&self.conversation_id, self.after, LOG_PAGE).await {
+                // Boxed: a stream waiting for news (what thousands of open tabs do) holds this
+                // future's state, and a database read's is many times the rest of it.
+                let reading = self.store.events_after(&self.conversation_id, self.after, LOG_PAGE);
+                match Box::pin(reading).await {
                     Ok(events) => {
                         // A full page may have more behind it: read again.
                         self.read_log = events.len() as u64 == LOG_PAGE;
