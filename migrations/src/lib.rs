@@ -35,6 +35,7 @@ mod m0017_search_index_behind;
 mod m0018_search_index_mark;
 mod m0019_history_version;
 mod m0020_checks_without_lists;
+mod m0021_files;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0018_search_index_mark::Migration),
             Box::new(m0019_history_version::Migration),
             Box::new(m0020_checks_without_lists::Migration),
+            Box::new(m0021_files::Migration),
         ]
     }
 }

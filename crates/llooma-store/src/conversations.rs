@@ -79,6 +79,14 @@ pub(crate) fn conversation(m: conversations::Model) -> Conversation {
     }
 }
 
+/// Sent files whose turn has no message left (but the one named second).
+const FILES_OF_REMOVED_TURNS_SQLITE: &str = "DELETE FROM files WHERE conversation_id = ?1 \
+    AND turn_id IS NOT NULL AND turn_id <> ?2 AND NOT EXISTS (SELECT 1 FROM messages m \
+    WHERE m.conversation_id = files.conversation_id AND m.turn_id = files.turn_id)";
+const FILES_OF_REMOVED_TURNS_POSTGRES: &str = "DELETE FROM files WHERE conversation_id = $1 \
+    AND turn_id IS NOT NULL AND turn_id <> $2 AND NOT EXISTS (SELECT 1 FROM messages m \
+    WHERE m.conversation_id = files.conversation_id AND m.turn_id = files.turn_id)";
+
 /// Whether messages wait for the full-text index: any above the mark (SQLite, migration m0018).
 const ANY_PENDING_SQLITE: &str = "SELECT EXISTS (SELECT 1 FROM messages \
     WHERE rowid > (SELECT indexed_through FROM messages_search_mark))";
@@ -347,6 +355,20 @@ impl Store {
                     ),
             )
             .exec(&self.db)
+            .await?;
+        // The files of the removed turns go with them; the replaced message's stay, for the
+        // message that replaces it.
+        let backend = self.db.get_database_backend();
+        let sql = match backend {
+            sea_orm::DbBackend::Postgres => FILES_OF_REMOVED_TURNS_POSTGRES,
+            _ => FILES_OF_REMOVED_TURNS_SQLITE,
+        };
+        self.db
+            .execute_raw(sea_orm::Statement::from_sql_and_values(
+                backend,
+                sql,
+                [conversation_id.into(), turn_id.into()],
+            ))
             .await?;
         Ok(())
     }

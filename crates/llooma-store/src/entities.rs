@@ -136,6 +136,7 @@ pub mod providers {
         pub updated_at_ms: i64,
         pub models_json: Option<String>,
         pub local_network: bool,
+        pub vision_models_json: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -248,6 +249,53 @@ pub mod conversations {
         pub created_at_ms: i64,
         pub updated_at_ms: i64,
         pub persona_id: Option<String>,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod files {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "files")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub id: String,
+        pub account_id: String,
+        pub conversation_id: String,
+        pub turn_id: Option<String>,
+        pub name: String,
+        pub kind: String,
+        pub content_type: String,
+        pub size_bytes: i64,
+        pub width: Option<i64>,
+        pub height: Option<i64>,
+        pub text_chars: Option<i64>,
+        pub text_cut: bool,
+        pub created_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod file_contents {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "file_contents")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub file_id: String,
+        pub bytes: Vec<u8>,
+        pub thumbnail: Option<Vec<u8>>,
+        pub text: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -19,6 +19,9 @@ pub struct Provider {
     /// Marked by the administrator as running on this machine or the local network: its origin
     /// may reach loopback and private addresses (docs/network-policy.md).
     pub local_network: bool,
+    /// Models the administrator marked as seeing images: only these are sent the images of a
+    /// conversation.
+    pub vision_models: Vec<String>,
     pub created_at_ms: i64,
 }
 
@@ -63,6 +66,11 @@ pub(crate) fn from_model(model: providers::Model) -> Provider {
             .and_then(|json| serde_json::from_str(json).ok())
             .unwrap_or_default(),
         local_network: model.local_network,
+        vision_models: model
+            .vision_models_json
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default(),
         created_at_ms: model.created_at_ms,
     }
 }
@@ -79,6 +87,7 @@ impl Store {
             updated_at_ms: Set(now),
             models_json: Set(None),
             local_network: Set(new.local_network),
+            vision_models_json: Set(None),
         };
         match model.insert(&self.db).await {
             Ok(model) => Ok(from_model(model)),
@@ -118,6 +127,19 @@ impl Store {
             .map_err(|e| StoreError::Corrupt(format!("model names as JSON: {e}")))?;
         let result = providers::Entity::update_many()
             .col_expr(providers::Column::ModelsJson, Expr::value(json))
+            .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
+            .filter(providers::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    /// Replaces the models of a provider that see images.
+    pub async fn set_provider_vision_models(&self, id: &str, models: &[String]) -> StoreResult<()> {
+        let json = serde_json::to_string(models)
+            .map_err(|e| StoreError::Corrupt(format!("model names as JSON: {e}")))?;
+        let result = providers::Entity::update_many()
+            .col_expr(providers::Column::VisionModelsJson, Expr::value(json))
             .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
             .filter(providers::Column::Id.eq(id))
             .exec(&self.db)

@@ -72,7 +72,7 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     pr.id AS pr_id, pr.name AS pr_name, pr.base_url AS pr_base_url, \
     pr.api_key_ciphertext AS pr_api_key_ciphertext, pr.created_at_ms AS pr_created_at_ms, \
     pr.updated_at_ms AS pr_updated_at_ms, pr.models_json AS pr_models_json, \
-    pr.local_network AS pr_local_network, \
+    pr.local_network AS pr_local_network, pr.vision_models_json AS pr_vision_models_json, \
     {wordings} AS wordings, {history} AS history \
     FROM conversations c \
     LEFT JOIN instance_settings i ON i.id = ? \
@@ -237,6 +237,7 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
             updated_at_ms: row.required_int("pr_updated_at_ms")?,
             models_json: row.text("pr_models_json")?,
             local_network: row.required_flag("pr_local_network")?,
+            vision_models_json: row.text("pr_vision_models_json")?,
         })),
         None => None,
     };

@@ -10,6 +10,7 @@ mod bots;
 mod catalogue;
 mod consent;
 mod conversations;
+mod files;
 mod mcp_servers;
 mod personas;
 mod support;
