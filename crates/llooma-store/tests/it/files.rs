@@ -147,7 +147,10 @@ async fn a_replaced_message_keeps_its_files_and_the_turns_after_it_lose_theirs()
             .open_turn(&c.id, "replica-1", &format!("m{i}"), TurnStarted::new(String::new()))
             .await
             .unwrap();
-        store.attach_files(&alice, &c.id, &opened.turn_id, &[file.id.clone()]).await.unwrap();
+        store
+            .attach_files(&alice, &c.id, &opened.turn_id, std::slice::from_ref(&file.id))
+            .await
+            .unwrap();
         store
             .close_turn(&c.id, &opened.turn_id, &[], "ok", llooma_types::EndState::Done, None)
             .await
