@@ -37,11 +37,13 @@
 //! - This crate does no IO, spawns nothing and reads no clock or environment.
 
 mod error;
+mod file;
 mod neutralize;
 mod turn;
 mod wrap;
 
 pub use error::GuardError;
+pub use file::{FILE_CLOSER_PREFIX, FILE_OPENER_PREFIX, WrappedFile, wrap_file};
 pub use turn::{ClosedBy, MemoryAccess, Refusal, TurnGuard, WriteVerdict};
 pub use wrap::{
     CLOSER_PREFIX, Caps, ContentKind, MARKER_END, McpAnswerKind, OPENER_PREFIX, Source, Truncation,

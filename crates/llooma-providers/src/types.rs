@@ -57,10 +57,14 @@ pub enum Message {
         /// The text.
         content: String,
     },
-    /// What the person wrote.
+    /// What the person wrote, and the images they attached.
     User {
         /// The text.
         content: String,
+        /// Images as `data:` URLs, sent as content parts after the text (the OpenAI chat
+        /// format, which Ollama, vLLM, llama.cpp and LM Studio take too). Shared: a
+        /// conversation's images go with every later request.
+        images: Vec<Arc<str>>,
     },
     /// An earlier answer of the model, with the tools it called.
     Assistant {
@@ -88,7 +92,12 @@ impl Message {
 
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
-        Message::User { content: content.into() }
+        Message::User { content: content.into(), images: Vec::new() }
+    }
+
+    /// A user message with images (`data:` URLs).
+    pub fn user_with_images(content: impl Into<String>, images: Vec<Arc<str>>) -> Self {
+        Message::User { content: content.into(), images }
     }
 
     /// An assistant message with text only.

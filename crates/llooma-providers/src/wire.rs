@@ -125,7 +125,7 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: UserContent<'a>,
     },
     Assistant {
         content: Option<&'a str>,
@@ -136,6 +136,28 @@ enum WireMessage<'a> {
         tool_call_id: &'a str,
         content: &'a str,
     },
+}
+
+/// A user message's content: its text alone, or content parts when images go with it.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    Parts(Vec<Part<'a>>),
+}
+
+/// One content part: `{"type": "text", "text": ...}` or
+/// `{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,..."}}`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: &'a str },
+    ImageUrl { image_url: ImageUrl<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl<'a> {
+    url: &'a str,
 }
 
 /// `{"type": "function", "function": ...}`, the shape of a tool, a call and a forced choice.
@@ -196,7 +218,19 @@ fn wire_choice(choice: &ToolChoice) -> WireChoice<'_> {
 fn wire_message(message: &Message) -> Option<WireMessage<'_>> {
     Some(match message {
         Message::System { content } => WireMessage::System { content },
-        Message::User { content } => WireMessage::User { content },
+        Message::User { content, images } => WireMessage::User {
+            content: if images.is_empty() {
+                UserContent::Text(content)
+            } else {
+                UserContent::Parts(
+                    std::iter::once(Part::Text { text: content })
+                        .chain(
+                            images.iter().map(|url| Part::ImageUrl { image_url: ImageUrl { url } }),
+                        )
+                        .collect(),
+                )
+            },
+        },
         Message::Assistant { content, tool_calls } => WireMessage::Assistant {
             // Some servers (llama.cpp, older vLLM) reject a null content without calls.
             content: match content {
@@ -372,6 +406,31 @@ impl ModelList {
 mod tests {
     use super::*;
     use crate::types::{ToolCall, ToolDefinition, ToolsSize};
+
+    #[test]
+    fn images_go_as_content_parts_after_the_text_also_when_written_out_earlier() {
+        let image: Arc<str> = Arc::from("data:image/png;base64,iVBORw0KGgo=");
+        let earlier = Message::Encoded(EncodedMessages::encode(&[Message::user_with_images(
+            "before",
+            vec![image.clone()],
+        )]));
+        let request = ChatRequest::new(
+            "m",
+            vec![earlier, Message::user_with_images("what is this?", vec![image.clone()])],
+        );
+        let body: Value = serde_json::from_str(&request_body(&request, false)).unwrap();
+        let parts = |text: &str| {
+            json!({"role": "user", "content": [
+                {"type": "text", "text": text},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            ]})
+        };
+        assert_eq!(body["messages"], json!([parts("before"), parts("what is this?")]));
+        // Without images the content stays a plain string, as every server takes it.
+        let plain = ChatRequest::new("m", vec![Message::user("hi")]);
+        let body: Value = serde_json::from_str(&request_body(&plain, false)).unwrap();
+        assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+    }
 
     #[test]
     fn request_body_has_the_openai_shape() {
