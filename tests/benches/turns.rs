@@ -49,7 +49,8 @@
 //! Arguments (after `--`): the parts to run, by name (default: all): start, plain, gateway,
 //! everything, bot, concurrent, fan-out, fan-out-spread, idle-tabs, mcp-client.
 //!
-//! Environment: `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
+//! Environment: `LLOOMA_BENCH_DATA_DIR` (optional: the servers' data folders there, on a disk,
+//! instead of tmpfs), `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
 //! `LLOOMA_BASELINE_REV` (optional), the MCP peers' variables (`LLOOMA_NPM_PEERS`,
 //! `LLOOMA_PYTHON`); xtask sets them all. `LLOOMA_BENCH_TURNS` (optional, default 50): measured
 //! turns per single-turn row, more to give a profiler enough samples.
@@ -191,10 +192,15 @@ fn order(i: usize, n: usize) -> Vec<usize> {
 }
 
 /// A data directory on tmpfs when the machine has one (as the figures in the notes were taken).
+/// `LLOOMA_BENCH_DATA_DIR` puts them in that folder instead: a disk, where writing the
+/// database costs what it costs an instance (tmpfs hides the cost of syncing and checkpoints).
 fn data_dir() -> tempfile::TempDir {
-    let shm = Path::new("/dev/shm");
     let mut builder = tempfile::Builder::new();
     builder.prefix("llooma-bench-");
+    if let Some(dir) = std::env::var_os("LLOOMA_BENCH_DATA_DIR") {
+        return builder.tempdir_in(dir).unwrap();
+    }
+    let shm = Path::new("/dev/shm");
     if shm.is_dir() { builder.tempdir_in(shm) } else { builder.tempdir() }.unwrap()
 }
 
