@@ -154,3 +154,12 @@ pub(crate) fn jpeg(width: u32, height: u32) -> Vec<u8> {
     let _ = image::DynamicImage::from(image).write_to(&mut out, image::ImageFormat::Jpeg);
     out.into_inner()
 }
+
+pub(crate) fn png_with_alpha(width: u32, height: u32) -> Vec<u8> {
+    let image = image::RgbaImage::from_fn(width, height, |x, y| {
+        image::Rgba([(x * 4) as u8, (y * 3) as u8, 90, if x > width / 2 { 0 } else { 255 }])
+    });
+    let mut out = Cursor::new(Vec::new());
+    let _ = image::DynamicImage::from(image).write_to(&mut out, image::ImageFormat::Png);
+    out.into_inner()
+}

@@ -18,6 +18,8 @@ mod error;
 mod fixtures;
 mod images;
 mod pdf;
+#[cfg(test)]
+mod proptests;
 mod sniff;
 mod text;
 
