@@ -240,6 +240,7 @@ const NO_TRANSITIVE: &[TransitiveRule] = &[
     TransitiveRule { krate: "llooma-tool-naming", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-memory-guard", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule { krate: "llooma-types", forbidden: "tokio", why: PURE_WHY },
+    TransitiveRule { krate: "llooma-media", forbidden: "tokio", why: PURE_WHY },
     TransitiveRule {
         krate: "llooma-server",
         forbidden: "reqwest",
