@@ -13,6 +13,7 @@ mod catalogue;
 mod cli;
 mod connections;
 mod conversations;
+mod files;
 mod mcp_servers;
 mod outbound;
 mod peers;

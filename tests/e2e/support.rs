@@ -241,6 +241,37 @@ impl Tab {
         Reply { status, json, text, set_cookie }
     }
 
+    /// Sends `bytes` as a request's whole body (an upload).
+    pub async fn upload(&mut self, path: &str, bytes: Vec<u8>) -> Reply {
+        let mut request = self.http.post(format!("{}{}", self.base, path)).body(bytes);
+        if let Some(cookie) = &self.cookie {
+            request = request.header("cookie", format!("llooma_session={cookie}"));
+        }
+        if let Some(csrf) = &self.csrf {
+            request = request.header("x-csrf-token", csrf);
+        }
+        if let Some(origin) = &self.origin {
+            request = request.header("origin", origin);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+        Reply { status, json, text, set_cookie: None }
+    }
+
+    /// A `GET` whose answer is bytes: (status, headers, body).
+    pub async fn fetch(&self, path: &str) -> (u16, reqwest::header::HeaderMap, Vec<u8>) {
+        let mut request = self.http.get(format!("{}{}", self.base, path));
+        if let Some(cookie) = &self.cookie {
+            request = request.header("cookie", format!("llooma_session={cookie}"));
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        (status, headers, response.bytes().await.unwrap().to_vec())
+    }
+
     pub async fn get(&mut self, path: &str) -> Reply {
         self.send("GET", path, None).await
     }

@@ -98,6 +98,10 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         vault: Arc::new(vault),
         outbound,
         connection_idle,
+        file_limits: llooma_core::files::FileLimits {
+            max_upload_bytes: settings.max_upload_mb * 1024 * 1024,
+            account_quota_bytes: settings.account_files_mb.saturating_mul(1024 * 1024),
+        },
         replica_id,
         stopping: stop_rx,
     })
@@ -228,6 +232,10 @@ async fn upkeep(store: Store, settings: Settings) {
         // The bot guard rails look back one hour; two keep a margin.
         if let Err(err) = store.purge_bot_activations(now - 2 * 3_600_000).await {
             tracing::warn!(error = %err, "clearing old bot activations failed");
+        }
+        // Attached in a composer and never sent: gone after a day.
+        if let Err(err) = store.purge_unsent_files(now - llooma_store::UNSENT_FILES_KEPT_MS).await {
+            tracing::warn!(error = %err, "clearing files never sent failed");
         }
     }
 }

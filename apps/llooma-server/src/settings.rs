@@ -68,6 +68,10 @@ pub struct Settings {
     /// How long an outbound connection (to a model provider, an MCP server, a chat server) kept
     /// for reuse may sit unused before it is closed.
     pub outbound_idle_secs: u64,
+    /// The largest file a person may attach, in MiB (a photo is scaled down after).
+    pub max_upload_mb: u64,
+    /// What one account's stored files may take in all, in MiB.
+    pub account_files_mb: u64,
     /// Connections served at once; 0 means the open-files limit less a reserve (a tenth, at least
     /// 64). At the cap the longest-idle connection makes room, or a new one is closed at once.
     pub max_connections: u64,
@@ -119,6 +123,8 @@ impl Default for Settings {
             request_body_min_rate: 500,
             response_write_timeout_secs: 30,
             outbound_idle_secs: 90,
+            max_upload_mb: 25,
+            account_files_mb: 1024,
             max_connections: 0,
             mcp_watch_secs: 30,
             web_dir: None,
@@ -200,7 +206,7 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 17] = [
+        let numbers: [(&str, &mut u64); 19] = [
             ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
@@ -218,6 +224,8 @@ impl Settings {
             ("LLOOMA_REQUEST_BODY_MIN_RATE", &mut self.request_body_min_rate),
             ("LLOOMA_RESPONSE_WRITE_TIMEOUT_SECS", &mut self.response_write_timeout_secs),
             ("LLOOMA_OUTBOUND_IDLE_SECS", &mut self.outbound_idle_secs),
+            ("LLOOMA_MAX_UPLOAD_MB", &mut self.max_upload_mb),
+            ("LLOOMA_ACCOUNT_FILES_MB", &mut self.account_files_mb),
         ];
         for (name, field) in numbers {
             if let Some(v) = get(name) {
@@ -285,6 +293,12 @@ impl Settings {
         }
         if !(1..=3600).contains(&self.outbound_idle_secs) {
             bail!("outbound_idle_secs must be between 1 and 3600 (the default is 90)");
+        }
+        if !(1..=1024).contains(&self.max_upload_mb) {
+            bail!("max_upload_mb must be between 1 and 1024 (the default is 25)");
+        }
+        if self.account_files_mb == 0 {
+            bail!("account_files_mb must be at least 1 (the default is 1024)");
         }
         Ok(())
     }

@@ -127,6 +127,7 @@ fn provider_view(provider: &Provider) -> ProviderView {
         base_url: provider.base_url.clone(),
         has_key: provider.api_key_ciphertext.is_some(),
         declared_models: provider.declared_models.clone(),
+        vision_models: provider.vision_models.clone(),
         local_network: provider.local_network,
         created_at: llooma_core::store::ms_to_rfc3339(provider.created_at_ms),
     }
@@ -188,6 +189,20 @@ pub async fn set_provider_models(
 ) -> Result<Json<ProviderView>, ApiError> {
     let models = clean_models(body.models)?;
     state.app.store.set_provider_models(&id, &models).await?;
+    let provider = state.app.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(provider_view(&provider)))
+}
+
+/// `PUT /api/v1/admin/providers/{id}/vision-models`: the models of the provider that see
+/// images (only these are sent a conversation's images).
+pub async fn set_provider_vision_models(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ProviderModelsRequest>,
+) -> Result<Json<ProviderView>, ApiError> {
+    let models = clean_models(body.models)?;
+    state.app.store.set_provider_vision_models(&id, &models).await?;
     let provider = state.app.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(provider_view(&provider)))
 }

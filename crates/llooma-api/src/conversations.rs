@@ -64,6 +64,9 @@ pub struct NewMessageBody {
     /// that turn and everything after it (an edited message, or a reply asked for again).
     #[serde(default)]
     replaces: Option<String>,
+    /// Files uploaded to this conversation (their ids) that go with the message.
+    #[serde(default)]
+    files: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -210,6 +213,7 @@ pub async fn send(
             .map(|p| ChosenPrompt { server_id: p.server_id, name: p.name, arguments: p.arguments })
             .collect(),
         replaces: body.replaces,
+        files: body.files,
     };
     let turn_id = state.app.send_message(&signed_in.account.id, &id, message).await?;
     Ok((StatusCode::ACCEPTED, Json(TurnStarted::new(turn_id))))

@@ -36,6 +36,9 @@ pub enum ApiError {
     Conflict { code: &'static str, message: String },
     #[error("the request body is larger than the limit of {limit} bytes")]
     PayloadTooLarge { limit: usize },
+    /// An upload larger than a file may be.
+    #[error("the file is larger than the limit of {limit_bytes} bytes")]
+    FileTooLarge { limit_bytes: usize },
     #[error("send the body as JSON with Content-Type: application/json")]
     UnsupportedMediaType,
     #[error("too many failed sign-in attempts")]
@@ -108,6 +111,16 @@ impl IntoResponse for ApiError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "payload_too_large",
                 format!("The request body is larger than the limit of {limit} bytes."),
+            ),
+            ApiError::FileTooLarge { limit_bytes } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "file_too_large",
+                format!(
+                    "This file is larger than the {} MB a file may be on this instance; send a \
+                     smaller one (a photo is made smaller by the server anyway, a PDF can be \
+                     split), or ask an administrator.",
+                    limit_bytes / (1024 * 1024)
+                ),
             ),
             ApiError::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,

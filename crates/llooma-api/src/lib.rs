@@ -17,6 +17,7 @@ mod conversations;
 mod csrf;
 pub mod error;
 mod extract;
+mod files;
 mod host;
 mod mcp;
 mod passwords;
@@ -123,6 +124,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))
         .route("/admin/providers/{id}/key", put(admin::set_provider_key))
         .route("/admin/providers/{id}/models", put(admin::set_provider_models))
+        .route("/admin/providers/{id}/vision-models", put(admin::set_provider_vision_models))
         .route("/models", get(conversations::models))
         .route("/mcp/servers", get(mcp::list_servers).post(mcp::add_server))
         .route("/mcp/servers/test", post(mcp::test_server))
@@ -144,6 +146,10 @@ pub fn router(state: AppState) -> Router {
             get(conversations::get).patch(conversations::patch).delete(conversations::delete),
         )
         .route("/conversations/{id}/messages", post(conversations::send))
+        .route("/conversations/{id}/files", post(files::upload))
+        .route("/files/{id}", get(files::download).delete(files::delete))
+        .route("/files/{id}/thumbnail", get(files::thumbnail))
+        .route("/admin/files", get(files::usage))
         .route("/conversations/{id}/stop", post(conversations::stop))
         .route("/conversations/{id}/events", get(conversations::events))
         .route("/events", get(conversations::tab_events))

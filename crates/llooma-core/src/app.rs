@@ -12,6 +12,7 @@ use llooma_vault::Vault;
 use tokio::sync::watch;
 
 use crate::builtins::{NetPageReader, SearchClients};
+use crate::files::FileLimits;
 use crate::providers::ProviderClients;
 use crate::snapshot_cache::SnapshotCache;
 use crate::turns::Turns;
@@ -30,6 +31,8 @@ pub struct App {
     pub(crate) outbound: Arc<OutboundPolicy>,
     /// How long an outbound connection kept for reuse may sit unused.
     pub(crate) connection_idle: Duration,
+    /// How large a file may be, and how much an account's files may take.
+    pub(crate) file_limits: FileLimits,
     /// Turns running in this process and news of conversations' event logs.
     pub(crate) turns: Turns,
     /// Reads pages for `read_page` (the `fetch` purpose); one per instance.
@@ -54,6 +57,8 @@ pub struct AppParts {
     pub outbound: Arc<OutboundPolicy>,
     /// How long an outbound connection kept for reuse may sit unused before it is closed.
     pub connection_idle: Duration,
+    /// How large a file may be, and how much an account's files may take.
+    pub file_limits: FileLimits,
     /// This process's id (the approval broker's replica id): the owner of the turns it runs.
     pub replica_id: String,
     pub stopping: watch::Receiver<bool>,
@@ -78,6 +83,7 @@ impl App {
             vault: parts.vault,
             outbound: parts.outbound,
             connection_idle: parts.connection_idle,
+            file_limits: parts.file_limits,
             stopping: parts.stopping,
         })
     }

@@ -267,6 +267,7 @@ impl Responder for TurnResponder {
                 rounds: crate::ROUNDS,
                 now_rfc3339: crate::conversations::now_rfc3339(),
                 attachments: Vec::new(),
+                images: Vec::new(),
             },
             tools: AppTools::Ticked(b.tools.clone()),
             web_search_url: instance.web_search_url,

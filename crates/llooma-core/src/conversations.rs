@@ -1,7 +1,7 @@
 //! Conversations of an account, and sending a message: the turn it starts runs in the server
 //! (see [`crate::turns`]), its reply is followed on the conversation's log.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use llooma_providers::{EncodedMessages, Message};
 use llooma_store::{Conversation, ConversationPatch, TurnContext};
@@ -11,6 +11,7 @@ use llooma_types::{
 };
 use llooma_vault::Secret;
 
+use crate::files::{MAX_FILES_PER_MESSAGE, by_turn, file_view, message_with_files};
 use crate::history_cache::KeepHistory;
 use crate::setup::{AppTools, McpUse, TurnPlan};
 use crate::turns::LogSink;
@@ -66,6 +67,8 @@ pub struct NewMessage {
     pub content: String,
     pub resources: Vec<ChosenResource>,
     pub prompts: Vec<ChosenPrompt>,
+    /// Files uploaded to the conversation (`POST .../files`) that go with this message.
+    pub files: Vec<String>,
     /// A turn whose message this one replaces, with everything after it.
     pub replaces: Option<String>,
 }
@@ -327,12 +330,24 @@ impl App {
         id: &str,
     ) -> Result<ConversationDetail, AppError> {
         let conversation = self.conversation(account_id, id).await?;
+        let mut sent: HashMap<String, Vec<llooma_types::FileView>> = HashMap::new();
+        let mut pending_files = Vec::new();
+        for file in self.store.conversation_files(id).await? {
+            match &file.turn_id {
+                Some(turn) => sent.entry(turn.clone()).or_default().push(file_view(&file)),
+                None => pending_files.push(file_view(&file)),
+            }
+        }
         let messages = self
             .store
             .messages(id)
             .await?
             .into_iter()
             .map(|m| MessageView {
+                files: match (m.role.as_str(), &m.turn_id) {
+                    ("user", Some(turn)) => sent.remove(turn).unwrap_or_default(),
+                    _ => Vec::new(),
+                },
                 id: m.id,
                 role: m.role,
                 content: m.content,
@@ -366,6 +381,7 @@ impl App {
             running_turn,
             events_after,
             replies,
+            pending_files,
         })
     }
 
@@ -429,6 +445,20 @@ impl App {
         let content = message.content.trim();
         let chosen =
             self.chosen_attachments(account_id, message.resources, message.prompts).await?;
+        let sees_images =
+            context.provider.as_ref().is_some_and(|p| p.vision_models.contains(&model));
+        let files = self
+            .message_files(account_id, conversation_id, &message.files, message.replaces.as_deref())
+            .await?;
+        if !sees_images && files.iter().any(|f| f.file.kind == llooma_store::FileKind::Image) {
+            return Err(AppError::invalid(
+                "model_cannot_see_images",
+                format!(
+                    "The model {model} does not see images: choose a model that does (an \
+                     administrator marks them under Admin → Providers), or remove the images."
+                ),
+            ));
+        }
         let TurnContext {
             conversation,
             tool_settings: settings,
@@ -441,17 +471,28 @@ impl App {
             history: read,
             history_version,
         } = context;
-        let earlier = earlier_messages(read, held, message.replaces.as_deref())?;
+        // The files of earlier messages, when the messages were read (a kept history has none).
+        let earlier_files = match read {
+            Some(_) => by_turn(self.store.sent_files(conversation_id).await?),
+            None => HashMap::new(),
+        };
+        let earlier =
+            earlier_messages(read, held, message.replaces.as_deref(), &earlier_files, sees_images)?;
         let first_message = earlier.is_empty();
+        // What the model reads of the person's message: the text, then each document's text
+        // wrapped; its images beside it.
+        let (person, images) = message_with_files(content, &files, sees_images);
         // Kept after the turn with the person's message and its reply, unless it replaces
-        // messages (those removed are not counted here: the next turn reads them all again).
+        // messages (those removed are not counted here: the next turn reads them all again),
+        // or files are in the conversation (what a model is given of them depends on the
+        // model, and images would fill the cache).
         let keep = match message.replaces {
-            None => {
+            None if earlier_files.is_empty() && files.is_empty() => {
                 let mut messages = earlier.clone();
                 messages.push(&Message::user(content));
                 Some(KeepHistory { version: history_version, messages })
             }
-            Some(_) => {
+            _ => {
                 self.turns.histories.forget(conversation_id);
                 None
             }
@@ -468,8 +509,16 @@ impl App {
             replaced: message.replaces.clone(),
             ..TurnStarted::new(String::new())
         };
-        let (turn_id, sink, started) =
-            self.open_turn(conversation_id, content, message.replaces.as_deref(), started).await?;
+        let (turn_id, sink, started) = self
+            .open_turn(
+                account_id,
+                conversation_id,
+                content,
+                message.replaces.as_deref(),
+                &message.files,
+                started,
+            )
+            .await?;
         if conversation.title == UNTITLED && first_message {
             self.title_by_first_message(account_id, conversation_id, content, &sink).await?;
         }
@@ -485,10 +534,11 @@ impl App {
                 model,
                 system_prompt: Some(system_prompt),
                 earlier,
-                history: vec![(Speaker::Person, content.to_owned())],
+                history: vec![(Speaker::Person, person)],
                 rounds: crate::ROUNDS,
                 now_rfc3339: now,
                 attachments: Vec::new(),
+                images,
             },
             tools: AppTools::Conversation {
                 memory_persona: persona.filter(|p| p.memory_enabled).map(|p| p.id),
@@ -551,36 +601,92 @@ impl App {
         Ok(chosen)
     }
 
+    /// The files the person's message carries, with what the model is given of each: those it
+    /// names, and, for an edit, those of the message it replaces (which it keeps).
+    async fn message_files(
+        &self,
+        account_id: &str,
+        conversation_id: &str,
+        ids: &[String],
+        replaces: Option<&str>,
+    ) -> Result<Vec<llooma_store::SentFile>, AppError> {
+        let mut files = match replaces {
+            Some(turn) => self.store.turn_files(conversation_id, turn).await?,
+            None => Vec::new(),
+        };
+        let named = match self.store.files_to_send(account_id, conversation_id, ids).await {
+            Ok(named) => named,
+            Err(llooma_store::StoreError::NotFound) => {
+                return Err(AppError::invalid(
+                    "unknown_file",
+                    "A file of this message is not in this conversation (it was removed); \
+                     attach it again.",
+                ));
+            }
+            Err(err) => return Err(err.into()),
+        };
+        if named.iter().any(|f| f.file.turn_id.is_some()) {
+            return Err(AppError::invalid(
+                "file_sent",
+                "A file of this message went with another message already; attach it again.",
+            ));
+        }
+        files.extend(named);
+        Ok(files)
+    }
+
     /// Opens the turn: its row, the person's message and `start`, in one write, unless the
     /// message replaces others (an edit, or a reply asked for again: those are removed first,
-    /// and the turn logs its `start` when it runs).
+    /// and the turn logs its `start` when it runs); then the message's new files are attached
+    /// to it (an edit keeps the replaced message's).
     async fn open_turn(
         &self,
+        account_id: &str,
         conversation_id: &str,
         content: &str,
         replaces: Option<&str>,
+        files: &[String],
         started: TurnStarted,
     ) -> Result<(String, LogSink, Start), AppError> {
         let replica = &self.turns.replica_id;
-        let Some(turn) = replaces else {
-            let opened = self.store.open_turn(conversation_id, replica, content, started).await?;
-            let sink = self.turns.log_sink(&self.store, conversation_id, &opened.turn_id);
-            return Ok((opened.turn_id, sink, Start::Logged(opened.start_seq, opened.start)));
-        };
-        let turn_id = self.store.start_turn(conversation_id, replica).await?;
-        let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
-        let added = match self.store.remove_messages_from_turn(conversation_id, turn).await {
-            Ok(()) => {
-                self.store.add_message(conversation_id, "user", content, Some(&turn_id)).await
+        let (turn_id, sink, start) = match replaces {
+            None => {
+                let opened =
+                    self.store.open_turn(conversation_id, replica, content, started).await?;
+                let sink = self.turns.log_sink(&self.store, conversation_id, &opened.turn_id);
+                (opened.turn_id, sink, Start::Logged(opened.start_seq, opened.start))
             }
-            Err(err) => Err(err),
+            Some(turn) => {
+                let turn_id = self.store.start_turn(conversation_id, replica).await?;
+                let sink = self.turns.log_sink(&self.store, conversation_id, &turn_id);
+                let replaced = async {
+                    self.store.remove_messages_from_turn(conversation_id, turn).await?;
+                    self.store
+                        .add_message(conversation_id, "user", content, Some(&turn_id))
+                        .await?;
+                    self.store.move_turn_files(conversation_id, turn, &turn_id).await
+                };
+                if let Err(err) = replaced.await {
+                    let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
+                    return Err(err.into());
+                }
+                let started = TurnStarted { turn_id: turn_id.clone(), ..started };
+                (turn_id, sink, Start::ToLog(started))
+            }
         };
-        if let Err(err) = added {
+        if let Err(err) =
+            self.store.attach_files(account_id, conversation_id, &turn_id, files).await
+        {
             let _ = sink.end(EndState::Failed, Some(&err.to_string())).await;
-            return Err(err.into());
+            return Err(match err {
+                llooma_store::StoreError::NotFound => AppError::invalid(
+                    "file_sent",
+                    "A file of this message went with another message meanwhile; attach it again.",
+                ),
+                err => err.into(),
+            });
         }
-        let started = TurnStarted { turn_id: turn_id.clone(), ..started };
-        Ok((turn_id, sink, Start::ToLog(started)))
+        Ok((turn_id, sink, start))
     }
 
     /// An untitled conversation is named by its first message; failing that, the turn just
@@ -763,6 +869,12 @@ fn checked_message(
             "Choose a model for this conversation first (an administrator adds model providers).",
         ));
     };
+    if message.files.len() > MAX_FILES_PER_MESSAGE {
+        return Err(AppError::invalid(
+            "too_many_files",
+            format!("A message brings at most {MAX_FILES_PER_MESSAGE} files."),
+        ));
+    }
     if message.resources.len() + message.prompts.len() > MAX_ATTACHMENTS {
         return Err(AppError::invalid(
             "too_many_attachments",
@@ -779,6 +891,8 @@ fn earlier_messages(
     read: Option<Vec<llooma_store::HistoryMessage>>,
     held: Option<crate::history_cache::HeldHistory>,
     replaces: Option<&str>,
+    files: &HashMap<String, Vec<llooma_store::SentFile>>,
+    sees_images: bool,
 ) -> Result<EncodedMessages, AppError> {
     match (read, held) {
         (Some(mut stored), _) => {
@@ -796,9 +910,13 @@ fn earlier_messages(
             }
             let messages: Vec<Message> = stored
                 .into_iter()
-                .map(|m| match m.role {
-                    "assistant" => Message::assistant(m.content),
-                    _ => Message::user(m.content),
+                .map(|m| match (m.role, m.turn_id.as_ref().and_then(|t| files.get(t))) {
+                    ("assistant", _) => Message::assistant(m.content),
+                    (_, Some(files)) => {
+                        let (content, images) = message_with_files(&m.content, files, sees_images);
+                        Message::user_with_images(content, images)
+                    }
+                    (_, None) => Message::user(m.content),
                 })
                 .collect();
             Ok(EncodedMessages::encode(&messages))

@@ -78,6 +78,10 @@ impl AppError {
     pub fn conflict(code: &'static str, message: impl Into<String>) -> Self {
         AppError::Conflict { code, message: message.into() }
     }
+
+    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
+        AppError::Unprocessable { code, message: message.into() }
+    }
 }
 
 impl From<StoreError> for AppError {

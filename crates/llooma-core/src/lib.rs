@@ -24,6 +24,7 @@ pub mod conversations;
 pub mod engine;
 pub mod error;
 pub mod fields;
+pub mod files;
 mod history_cache;
 pub mod mcp_servers;
 pub mod mcp_watch;

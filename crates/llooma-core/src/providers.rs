@@ -181,13 +181,18 @@ impl App {
                     (Vec::new(), Some(message.to_owned()))
                 }
             };
+            let sees = |id: &str| provider.vision_models.iter().any(|m| m == id);
             let mut models: Vec<ModelChoice> = listed
                 .into_iter()
-                .map(|id| ModelChoice { id, source: "provider".to_owned() })
+                .map(|id| ModelChoice { sees_images: sees(&id), id, source: "provider".to_owned() })
                 .collect();
-            for id in provider.declared_models {
-                if !models.iter().any(|m| m.id == id) {
-                    models.push(ModelChoice { id, source: "declared".to_owned() });
+            for id in &provider.declared_models {
+                if !models.iter().any(|m| m.id == *id) {
+                    models.push(ModelChoice {
+                        sees_images: sees(id),
+                        id: id.clone(),
+                        source: "declared".to_owned(),
+                    });
                 }
             }
             answer.push(ProviderModels {
@@ -234,6 +239,7 @@ mod tests {
             api_key_ciphertext: key.map(str::to_owned),
             declared_models: Vec::new(),
             local_network: false,
+            vision_models: Vec::new(),
             created_at_ms: 0,
         }
     }

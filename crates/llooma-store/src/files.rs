@@ -343,6 +343,23 @@ impl Store {
         self.with_contents(files).await
     }
 
+    /// The files of one sent message (the person's message of `turn_id`), with what a model is
+    /// given of each, oldest first.
+    pub async fn turn_files(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+    ) -> StoreResult<Vec<SentFile>> {
+        let files = files::Entity::find()
+            .filter(files::Column::ConversationId.eq(conversation_id))
+            .filter(files::Column::TurnId.eq(turn_id))
+            .order_by_asc(files::Column::CreatedAtMs)
+            .order_by_asc(files::Column::Id)
+            .all(&self.db)
+            .await?;
+        self.with_contents(files).await
+    }
+
     /// The account's files `ids` of a conversation, with what a model is given of each, in the
     /// order given; `NotFound` unless all are there.
     pub async fn files_to_send(

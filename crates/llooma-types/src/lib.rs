@@ -131,6 +131,9 @@ pub struct ProviderView {
     /// Models the administrator declared, offered beside those the provider lists.
     #[serde(default)]
     pub declared_models: Vec<String>,
+    /// Models the administrator marked as seeing images.
+    #[serde(default)]
+    pub vision_models: Vec<String>,
     /// Marked as running on this machine or the local network (docs/network-policy.md).
     #[serde(default)]
     pub local_network: bool,
@@ -462,6 +465,9 @@ pub struct ModelChoice {
     pub id: String,
     /// `provider` (listed by the provider) or `declared` (by an administrator).
     pub source: String,
+    /// Marked by an administrator as seeing images: a conversation's images are sent to it.
+    #[serde(default)]
+    pub sees_images: bool,
 }
 
 /// A provider with the models it offers (`GET /api/v1/models`).
@@ -507,6 +513,61 @@ pub struct MessageView {
     pub turn_id: Option<String>,
     /// RFC 3339.
     pub created_at: String,
+    /// The images and documents the person attached to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileView>,
+}
+
+/// `GET /api/v1/admin/files`: the limits files are held to, and what each account's take.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileUsage {
+    pub max_upload_bytes: u64,
+    pub account_quota_bytes: u64,
+    /// Every account, the largest use first.
+    pub accounts: Vec<AccountFileUsage>,
+}
+
+/// One account's files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountFileUsage {
+    pub account_id: String,
+    pub username: String,
+    pub files: u64,
+    pub bytes: u64,
+}
+
+/// An image or a document a person attached (or is about to attach) to a message.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileView {
+    pub id: String,
+    /// The name the person's browser gave.
+    pub name: String,
+    /// `image` or `document`.
+    pub kind: String,
+    /// Decided by the server from the bytes (an image after it was scaled: JPEG or PNG).
+    pub content_type: String,
+    /// Bytes stored.
+    pub size: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    /// A document's text, in characters, as the model reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_chars: Option<u64>,
+    /// The document held more text than the model is given (cut at the cap).
+    #[serde(default)]
+    pub cut: bool,
+    /// Sent with a message (else only uploaded, waiting in the composer).
+    pub sent: bool,
+    /// `GET` it here (the account's own only).
+    pub url: String,
+    /// An image's small version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thumbnail_url: Option<String>,
 }
 
 /// `GET /api/v1/conversations/{id}`.
@@ -525,6 +586,9 @@ pub struct ConversationDetail {
     /// turn's comes on the event stream).
     #[serde(default)]
     pub replies: Vec<Reply>,
+    /// Files uploaded to the conversation and not sent yet (the composer shows them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_files: Vec<FileView>,
 }
 
 /// An MCP call waiting for the person's answer, as `GET /api/v1/approvals` and its event stream

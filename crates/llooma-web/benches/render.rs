@@ -25,6 +25,7 @@ fn page(messages: usize) -> Page {
             content: format!("Message {i}: {}", "some words of a reply, ".repeat(12)),
             turn_id: Some(format!("t{}", i / 2)),
             created_at: "2026-11-30T06:00:00Z".into(),
+            files: Vec::new(),
         })
         .collect();
     let card = ApprovalCardView {
@@ -53,6 +54,7 @@ fn page(messages: usize) -> Page {
             running_turn: None,
             events_after: 0,
             replies: Vec::new(),
+            pending_files: Vec::new(),
         },
         cards: vec![card],
         providers: vec![],

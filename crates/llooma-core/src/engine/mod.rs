@@ -10,6 +10,8 @@
 //! tab should see to a [`TurnSink`] (the API writes it to the conversation's event log), and
 //! asks the model through `llooma-providers`.
 
+use std::sync::Arc;
+
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{
@@ -72,6 +74,9 @@ pub struct TurnRequest {
     /// they join the person's message as labelled blocks, and count as MCP answers (memory
     /// closes for the turn).
     pub attachments: Vec<Attachment>,
+    /// Images the person attached to their new message, as `data:` URLs (given only to a model
+    /// that sees images; documents are already in the message's text, wrapped).
+    pub images: Vec<Arc<str>>,
 }
 
 /// Server-written text the person chose to bring into the turn.
@@ -199,6 +204,7 @@ fn history_messages(
     system_prompt: Option<&str>,
     earlier: EncodedMessages,
     history: Vec<(Speaker, String)>,
+    images: Vec<Arc<str>>,
 ) -> Vec<Message> {
     let mut messages = Vec::with_capacity(history.len() + 2);
     if let Some(system) = system_prompt {
@@ -208,9 +214,16 @@ fn history_messages(
         messages.push(Message::Encoded(earlier));
     }
     messages.extend(history.into_iter().map(|(speaker, text)| match speaker {
-        Speaker::Person => Message::User { content: text },
+        Speaker::Person => Message::user(text),
         Speaker::Model => Message::Assistant { content: Some(text), tool_calls: Vec::new() },
     }));
+    // The new message's images go with it, the last of the person's.
+    if !images.is_empty()
+        && let Some(Message::User { images: slot, .. }) =
+            messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
+    {
+        *slot = images;
+    }
     messages
 }
 
@@ -250,7 +263,7 @@ async fn attach<S: TurnSink>(
     guard: &mut TurnGuard,
     sink: &S,
 ) -> Result<(), SinkError> {
-    let Some(Message::User { content }) =
+    let Some(Message::User { content, .. }) =
         messages.iter_mut().rev().find(|m| matches!(m, Message::User { .. }))
     else {
         return Ok(());
@@ -455,7 +468,8 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     let mut text = String::new();
     let history = std::mem::take(&mut request.history);
     let earlier = std::mem::take(&mut request.earlier);
-    let mut messages = history_messages(request.system_prompt.as_deref(), earlier, history);
+    let images = std::mem::take(&mut request.images);
+    let mut messages = history_messages(request.system_prompt.as_deref(), earlier, history, images);
     let request = &request;
     let mut guard = TurnGuard::new();
     if let Some(mcp) = mcp {

@@ -674,6 +674,7 @@ mod tests {
             rounds: 4,
             now_rfc3339: "2026-11-30T06:00:00Z".into(),
             attachments: Vec::new(),
+            images: Vec::new(),
         }
     }
 

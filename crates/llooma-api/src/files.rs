@@ -1,0 +1,148 @@
+//! Files a person attaches to messages: `POST /api/v1/conversations/{id}/files` receives one
+//! (the bytes as the body, streamed and bounded), `GET /api/v1/files/{id}` (and
+//! `.../thumbnail`) serves it back to its owner only, `DELETE` removes one not sent yet.
+//!
+//! Served so that nothing a person uploaded can act in the instance's origin: the type decided
+//! from the bytes when it was received (an SVG or an HTML file is text), `nosniff`, a
+//! `sandbox` policy (no script, no same-origin access even if a browser rendered it), and
+//! documents as downloads.
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use llooma_types::{FileUsage, FileView};
+use serde::Deserialize;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::extract::ApiQuery;
+use crate::session::{Admin, SignedIn};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UploadQuery {
+    /// The file's name as the person's browser gave it.
+    name: String,
+}
+
+/// `POST /api/v1/conversations/{id}/files?name=`: the body is the file.
+pub async fn upload(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<UploadQuery>,
+    body: Body,
+) -> Result<(StatusCode, Json<FileView>), ApiError> {
+    let limit = state.app.file_limits().max_upload_bytes;
+    let bytes = read_bounded(body, limit).await?;
+    let view = state.app.upload_file(&signed_in.account.id, &id, &query.name, bytes).await?;
+    Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// The body, read as it arrives into one buffer, refused as soon as it passes `limit`.
+async fn read_bounded(body: Body, limit: u64) -> Result<Vec<u8>, ApiError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let too_large = || ApiError::FileTooLarge { limit_bytes: limit };
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| ApiError::BadRequest {
+            code: "upload_cut",
+            message: "The upload was cut off before its end; send the file again.".into(),
+        })?;
+        if bytes.len() + chunk.len() > limit {
+            drain(stream, bytes.len() + chunk.len(), limit).await;
+            return Err(too_large());
+        }
+        if bytes.is_empty() {
+            // Most files arrive in many chunks: room for a few of them at once.
+            bytes.reserve(chunk.len().max(64 * 1024).min(limit));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
+/// Reads and drops the rest of a refused upload, so that its sender, still writing, gets the
+/// answer rather than a reset connection (browsers and most clients read the answer only once
+/// their body is sent). Nothing is kept; past four times the limit the connection is dropped
+/// instead, and the request pacing bounds how long this can take.
+async fn drain(
+    mut stream: impl futures::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin,
+    mut seen: usize,
+    limit: usize,
+) {
+    let cap = limit.saturating_mul(4).max(64 * 1024 * 1024);
+    while let Some(Ok(chunk)) = stream.next().await {
+        seen += chunk.len();
+        if seen > cap {
+            return;
+        }
+    }
+}
+
+/// `GET /api/v1/files/{id}`.
+pub async fn download(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (view, content_type, bytes) =
+        state.app.file_bytes(&signed_in.account.id, &id, false).await?;
+    Ok(served(&view, &content_type, bytes))
+}
+
+/// `GET /api/v1/files/{id}/thumbnail`: an image's small version.
+pub async fn thumbnail(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let (view, content_type, bytes) =
+        state.app.file_bytes(&signed_in.account.id, &id, true).await?;
+    Ok(served(&view, &content_type, bytes))
+}
+
+/// `DELETE /api/v1/files/{id}`: a file not sent yet.
+pub async fn delete(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    state.app.delete_file(&signed_in.account.id, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A stored file as a response that cannot run in the instance's origin.
+fn served(view: &FileView, content_type: &str, bytes: Vec<u8>) -> Response {
+    let mut response = Body::from(bytes).into_response();
+    let headers = response.headers_mut();
+    let content_type = HeaderValue::from_str(content_type)
+        .unwrap_or(HeaderValue::from_static("application/octet-stream"));
+    headers.insert(header::CONTENT_TYPE, content_type);
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    // A file never changes under its id; it is the account's own.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=86400"));
+    let disposition = if view.kind == "image" { "inline" } else { "attachment" };
+    let name: String = view
+        .name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || ".-_ ".contains(c) { c } else { '_' })
+        .collect();
+    if let Ok(value) = HeaderValue::from_str(&format!("{disposition}; filename=\"{name}\"")) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
+}
+
+/// `GET /api/v1/admin/files`: how much each account's files take, and the limits.
+pub async fn usage(
+    State(state): State<AppState>,
+    _admin: Admin,
+) -> Result<Json<FileUsage>, ApiError> {
+    Ok(Json(state.app.file_usage().await?))
+}
