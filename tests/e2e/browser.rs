@@ -3,6 +3,7 @@
 
 mod driver;
 mod everyday;
+mod files;
 
 use llooma_fake_model::{FakeModel, Reply};
 use serde_json::{Value, json};

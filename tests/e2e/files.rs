@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use crate::support::{Events, PASSWORD, Server, Tab, TestDb};
 
 /// A JPEG photo `width` x `height` carrying EXIF metadata: the device and a GPS position.
-fn photo_with_exif(width: u32, height: u32) -> Vec<u8> {
+pub(crate) fn photo_with_exif(width: u32, height: u32) -> Vec<u8> {
     let image = image::RgbImage::from_fn(width, height, |x, y| {
         image::Rgb([(x % 251) as u8, (y % 241) as u8, ((x + y) % 239) as u8])
     });
@@ -56,7 +56,7 @@ fn photo_with_exif(width: u32, height: u32) -> Vec<u8> {
 }
 
 /// A one-page PDF whose page shows `text` (a text layer).
-fn text_pdf(text: &str) -> Vec<u8> {
+pub(crate) fn text_pdf(text: &str) -> Vec<u8> {
     let content = format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET");
     let objects = [
         "<< /Type /Catalog /Pages 2 0 R >>".to_owned(),

@@ -254,7 +254,11 @@ pub async fn provider_choices(
     Ok(Json(
         providers
             .iter()
-            .map(|p| ProviderChoice { id: p.id.clone(), name: p.name.clone() })
+            .map(|p| ProviderChoice {
+                id: p.id.clone(),
+                name: p.name.clone(),
+                vision_models: p.vision_models.clone(),
+            })
             .collect(),
     ))
 }

@@ -855,10 +855,12 @@ fn checked_message(
     conversation: &Conversation,
 ) -> Result<(String, String), AppError> {
     let content = message.content.trim();
-    if content.is_empty() || content.len() > MAX_MESSAGE_BYTES {
+    // A photo sent on its own is a message: the files speak for it.
+    let nothing = content.is_empty() && message.files.is_empty();
+    if nothing || content.len() > MAX_MESSAGE_BYTES {
         return Err(AppError::invalid(
             "invalid_message",
-            format!("A message has 1 to {MAX_MESSAGE_BYTES} bytes."),
+            format!("A message has 1 to {MAX_MESSAGE_BYTES} bytes (or files attached)."),
         ));
     }
     let (Some(provider_id), Some(model)) =

@@ -167,7 +167,8 @@ pub(crate) fn message_with_files(
             }
         }
     }
-    (content, images)
+    // Without words of the person's, the first block leads.
+    (content.trim_start().to_owned(), images)
 }
 
 /// A conversation's sent files grouped by the turn whose message carries them.

@@ -223,7 +223,11 @@ fn wire_message(message: &Message) -> Option<WireMessage<'_>> {
                 UserContent::Text(content)
             } else {
                 UserContent::Parts(
-                    std::iter::once(Part::Text { text: content })
+                    // A photo sent without words has no text part: some servers refuse an
+                    // empty one.
+                    (!content.is_empty())
+                        .then_some(Part::Text { text: content })
+                        .into_iter()
                         .chain(
                             images.iter().map(|url| Part::ImageUrl { image_url: ImageUrl { url } }),
                         )

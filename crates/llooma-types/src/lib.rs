@@ -456,6 +456,10 @@ pub struct AdminMcpServerView {
 pub struct ProviderChoice {
     pub id: String,
     pub name: String,
+    /// The models an administrator marked as seeing images (the composer says before sending
+    /// when the chosen one does not).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vision_models: Vec<String>,
 }
 
 /// One model a provider offers (`GET /api/v1/models`).
@@ -466,7 +470,8 @@ pub struct ModelChoice {
     /// `provider` (listed by the provider) or `declared` (by an administrator).
     pub source: String,
     /// Marked by an administrator as seeing images: a conversation's images are sent to it.
-    #[serde(default)]
+    /// Absent when false, so the list reads as it did before images.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sees_images: bool,
 }
 

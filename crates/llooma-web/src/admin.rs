@@ -160,6 +160,7 @@ pub fn AdminInstance(
     me: Me,
     providers: Vec<ProviderView>,
     settings: InstanceSettingsView,
+    files: llooma_types::FileUsage,
 ) -> impl IntoView {
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
@@ -364,6 +365,7 @@ pub fn AdminInstance(
                         </button>
                     </div>
                 </section>
+                <FileUsageTable usage=files />
             </main>
         </div>
     }
@@ -385,6 +387,15 @@ fn ProviderCard(
             change("PUT", format!("{path}/models"), body, csrf.clone(), error, HERE);
         }
     };
+    let vision = NodeRef::<leptos::html::Input>::new();
+    let save_vision = {
+        let (csrf, path) = (csrf.clone(), path.clone());
+        move |_| {
+            error.set(None);
+            let body = json!({"models": model_list(&input_value(vision))});
+            change("PUT", format!("{path}/vision-models"), body, csrf.clone(), error, HERE);
+        }
+    };
     let remove = Callback::new(move |()| {
         change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
     });
@@ -398,6 +409,19 @@ fn ProviderCard(
                     .then(|| view! { <span class="status local">"this machine or local network"</span> })}
             </header>
             <p class="address">{provider.base_url.clone()}</p>
+            <label class="stack">
+                "Models that see images (comma-separated): a person's photos are sent to these only"
+                <span class="row">
+                    <input
+                        node_ref=vision
+                        name="vision-models"
+                        value=provider.vision_models.join(", ")
+                    />
+                    <button class="save-vision" type="button" on:click=save_vision>
+                        "Save"
+                    </button>
+                </span>
+            </label>
             <label class="stack">
                 "Declared models (comma-separated)"
                 <span class="row">
@@ -418,5 +442,54 @@ fn ProviderCard(
                 />
             </div>
         </article>
+    }
+}
+
+/// What each account's photos and documents take, the largest first, and the limits.
+#[component]
+fn FileUsageTable(usage: llooma_types::FileUsage) -> impl IntoView {
+    use crate::files::human_size;
+    let rows = usage
+        .accounts
+        .iter()
+        .filter(|a| a.files > 0)
+        .map(|a| {
+            view! {
+                <tr>
+                    <td>{a.username.clone()}</td>
+                    <td class="num">{a.files}</td>
+                    <td class="num">{human_size(a.bytes)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    let nobody = usage.accounts.iter().all(|a| a.files == 0);
+    view! {
+        <section class="card file-usage">
+            <h2>"Files"</h2>
+            <p class="hint">
+                {format!(
+                    "At most {} per upload and {} per account (LLOOMA_MAX_UPLOAD_MB, LLOOMA_ACCOUNT_FILES_MB).",
+                    human_size(usage.max_upload_bytes),
+                    human_size(usage.account_quota_bytes),
+                )}
+            </p>
+            {if nobody {
+                leptos::either::Either::Left(view! { <p class="hint">"Nobody has attached a file yet."</p> })
+            } else {
+                leptos::either::Either::Right(view! {
+                    <table class="usage">
+                        <thead>
+                            <tr>
+                                <th>"Account"</th>
+                                <th class="num">"Files"</th>
+                                <th class="num">"Size"</th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                })
+            }}
+        </section>
     }
 }

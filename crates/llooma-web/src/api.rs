@@ -62,6 +62,72 @@ mod browser {
         init.set_headers(&headers);
         let request = web_sys::Request::new_with_str_and_init(path, &init)
             .map_err(|_| unreachable_server())?;
+        answer_of(request).await
+    }
+
+    /// A file the person chose, pasted or dropped, not sent yet.
+    pub struct LocalFile(web_sys::File);
+
+    impl LocalFile {
+        pub fn name(&self) -> String {
+            self.0.name()
+        }
+
+        pub fn size(&self) -> u64 {
+            #[expect(clippy::cast_possible_truncation, reason = "a file's size is whole bytes")]
+            #[expect(clippy::cast_sign_loss, reason = "a file's size is never negative")]
+            let size = self.0.size() as u64;
+            size
+        }
+
+        pub fn is_image(&self) -> bool {
+            self.0.type_().starts_with("image/")
+        }
+    }
+
+    fn files_of(list: Option<web_sys::FileList>) -> Vec<LocalFile> {
+        let Some(list) = list else { return Vec::new() };
+        (0..list.length()).filter_map(|i| list.get(i)).map(LocalFile).collect()
+    }
+
+    /// The files chosen in an `<input type=file>` (which is then emptied, so the same file can
+    /// be chosen again).
+    pub fn picked_files(ev: &leptos::ev::Event) -> Vec<LocalFile> {
+        let Some(input) = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+        else {
+            return Vec::new();
+        };
+        let files = files_of(input.files());
+        input.set_value("");
+        files
+    }
+
+    /// The files of a paste (a screenshot copied, a file copied in the file manager).
+    pub fn pasted_files(ev: &leptos::ev::ClipboardEvent) -> Vec<LocalFile> {
+        files_of(ev.clipboard_data().and_then(|d| d.files()))
+    }
+
+    /// The files dropped on the composer.
+    pub fn dropped_files(ev: &leptos::ev::DragEvent) -> Vec<LocalFile> {
+        files_of(ev.data_transfer().and_then(|d| d.files()))
+    }
+
+    /// Sends a file as a request's whole body.
+    pub async fn upload(path: &str, file: &LocalFile, csrf: &str) -> Result<Value, Failure> {
+        let init = web_sys::RequestInit::new();
+        init.set_method("POST");
+        init.set_credentials(web_sys::RequestCredentials::SameOrigin);
+        let headers = web_sys::Headers::new().map_err(|_| unreachable_server())?;
+        let _ = headers.set("Accept", "application/json");
+        let _ = headers.set("X-CSRF-Token", csrf);
+        init.set_headers(&headers);
+        init.set_body(&file.0);
+        let request = web_sys::Request::new_with_str_and_init(path, &init)
+            .map_err(|_| unreachable_server())?;
+        answer_of(request).await
+    }
+
+    async fn answer_of(request: web_sys::Request) -> Result<Value, Failure> {
         let window = web_sys::window().ok_or_else(unreachable_server)?;
         let response: web_sys::Response = JsFuture::from(window.fetch_with_request(&request))
             .await
@@ -182,8 +248,9 @@ mod browser {
 
 #[cfg(feature = "hydrate")]
 pub use browser::{
-    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, local_time,
-    mark_hydrated, now_ms, page_data, set_text, set_title, title,
+    LocalFile, call, chat_at_latest, chat_to_latest, console_error, copy_text, dropped_files,
+    every_second, go, local_time, mark_hydrated, now_ms, page_data, pasted_files, picked_files,
+    set_text, set_title, title, upload,
 };
 
 #[cfg(not(feature = "hydrate"))]
@@ -202,6 +269,39 @@ mod inert {
     }
 
     pub fn console_error(_message: &str) {}
+
+    /// Never made on the server: no one picks files there.
+    pub struct LocalFile;
+
+    impl LocalFile {
+        pub fn name(&self) -> String {
+            String::new()
+        }
+
+        pub fn size(&self) -> u64 {
+            0
+        }
+
+        pub fn is_image(&self) -> bool {
+            false
+        }
+    }
+
+    pub fn picked_files(_ev: &leptos::ev::Event) -> Vec<LocalFile> {
+        Vec::new()
+    }
+
+    pub fn pasted_files(_ev: &leptos::ev::ClipboardEvent) -> Vec<LocalFile> {
+        Vec::new()
+    }
+
+    pub fn dropped_files(_ev: &leptos::ev::DragEvent) -> Vec<LocalFile> {
+        Vec::new()
+    }
+
+    pub async fn upload(_path: &str, _file: &LocalFile, _csrf: &str) -> Result<Value, Failure> {
+        Err(Failure::from_answer(0, &Value::Null))
+    }
 
     pub fn go(_path: &str) {}
 
@@ -236,8 +336,9 @@ mod inert {
 
 #[cfg(not(feature = "hydrate"))]
 pub use inert::{
-    call, chat_at_latest, chat_to_latest, console_error, copy_text, every_second, go, local_time,
-    now_ms, set_text, set_title, title,
+    LocalFile, call, chat_at_latest, chat_to_latest, console_error, copy_text, dropped_files,
+    every_second, go, local_time, now_ms, pasted_files, picked_files, set_text, set_title, title,
+    upload,
 };
 
 /// Runs a future in the browser (event handlers); nothing in the server build.

@@ -6,12 +6,13 @@ use std::rc::Rc;
 use leptos::either::{Either, EitherOf3, EitherOf4};
 use leptos::prelude::*;
 use llooma_types::{
-    ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, PersonaView,
-    ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent, TurnStarted,
+    ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, FileView,
+    PersonaView, ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent, TurnStarted,
 };
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
+use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
@@ -86,8 +87,8 @@ macro_rules! with_page_view {
             Page::AdminHome { me, providers, settings, servers } => $finish(move || {
                 view! { <crate::admin::AdminHome me providers settings servers /> }
             }),
-            Page::AdminInstance { me, providers, settings } => $finish(move || {
-                view! { <crate::admin::AdminInstance me providers settings /> }
+            Page::AdminInstance { me, providers, settings, files } => $finish(move || {
+                view! { <crate::admin::AdminInstance me providers settings files /> }
             }),
             Page::AdminMcp { me, users_can_add, servers } => $finish(move || {
                 view! { <crate::settings::AdminMcp me users_can_add servers /> }
@@ -341,6 +342,8 @@ struct Entry {
     user: bool,
     turn_id: Option<String>,
     reply: RwSignal<Reply>,
+    /// The files the person's message brought.
+    files: Vec<FileView>,
 }
 
 /// Everything the conversation page changes as events arrive.
@@ -370,7 +373,7 @@ impl Chat {
     fn entry(&self, user: bool, turn_id: Option<String>, reply: Reply) -> Entry {
         let key = self.next_key.get_value();
         self.next_key.set_value(key + 1);
-        Entry { key, user, turn_id, reply: RwSignal::new(reply) }
+        Entry { key, user, turn_id, reply: RwSignal::new(reply), files: Vec::new() }
     }
 
     /// The stored conversation as entries: each person's message followed by its turn's reply
@@ -383,11 +386,10 @@ impl Chat {
         for m in &detail.messages {
             let turn = m.turn_id.as_deref();
             if m.role == "user" {
-                entries.push(self.entry(
-                    true,
-                    m.turn_id.clone(),
-                    text_reply(turn, m.content.clone()),
-                ));
+                let mut entry =
+                    self.entry(true, m.turn_id.clone(), text_reply(turn, m.content.clone()));
+                entry.files.clone_from(&m.files);
+                entries.push(entry);
                 if let Some(reply) = reply_of(turn) {
                     shown.extend(turn);
                     entries.push(self.entry(false, m.turn_id.clone(), reply.clone()));
@@ -418,11 +420,12 @@ impl Chat {
     }
 
     /// Adds the person's message of a turn unless the timeline has it, before that turn's reply.
-    fn add_user(&self, turn_id: &str, text: String) {
+    fn add_user(&self, turn_id: &str, text: String, files: Vec<FileView>) {
         if self.find(true, turn_id).is_some() {
             return;
         }
-        let entry = self.entry(true, Some(turn_id.to_owned()), text_reply(Some(turn_id), text));
+        let mut entry = self.entry(true, Some(turn_id.to_owned()), text_reply(Some(turn_id), text));
+        entry.files = files;
         self.entries.update(|entries| {
             let at = entries
                 .iter()
@@ -459,6 +462,8 @@ impl Chat {
     fn resend(&self, turn: String, content: String) {
         let chat = *self;
         chat.error.set(None);
+        // The message keeps its files.
+        let files = chat.find(true, &turn).map(|e| e.files).unwrap_or_default();
         api::spawn(async move {
             let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
             let body = json!({"content": content, "replaces": turn});
@@ -466,7 +471,7 @@ impl Chat {
                 Ok(started) => {
                     chat.drop_from(&turn);
                     if let Some(new_turn) = started["turnId"].as_str() {
-                        chat.add_user(new_turn, content);
+                        chat.add_user(new_turn, content, files);
                         api::chat_to_latest();
                     }
                 }
@@ -510,7 +515,7 @@ impl Chat {
                         .into_iter()
                         .find(|m| m.role == "user" && m.turn_id.as_deref() == Some(&turn))
                 {
-                    chat.add_user(&turn, message.content);
+                    chat.add_user(&turn, message.content, message.files);
                 }
             });
         }
@@ -631,7 +636,14 @@ fn Conversation(
                         "↓ Latest"
                     </button>
                 </div>
-                <Composer chat conversation providers personas attachables />
+                <Composer
+                    chat
+                    conversation
+                    providers
+                    personas
+                    attachables
+                    pending_files=detail.pending_files.clone()
+                />
             </main>
             </div>
         </div>
@@ -642,6 +654,7 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
     let user = entry.user;
     let class = if user { "msg user" } else { "msg reply" };
     let reply = entry.reply;
+    let files = sent_files(&entry.files);
     let turn = entry.turn_id.clone();
     let actions = if user {
         turn.map(|turn| Either::Left(message_actions(chat, turn, reply)))
@@ -653,6 +666,7 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
             {move || {
                 reply.with(|r| r.parts.iter().cloned().map(|part| part_view(user, part)).collect_view())
             }}
+            {files}
             {move || {
                 (reply.with(|r| r.state) == Some(EndState::Stopped))
                     .then(|| view! { <p class="note">"Stopped."</p> })
@@ -862,29 +876,71 @@ fn Composer(
     providers: Vec<ProviderChoice>,
     personas: Vec<PersonaView>,
     attachables: Attachables,
+    pending_files: Vec<FileView>,
 ) -> impl IntoView {
     let error = chat.error;
     let attach_open = RwSignal::new(None::<Menu>);
     let chosen = RwSignal::new(Vec::<Chosen>::new());
     let message = NodeRef::<leptos::html::Textarea>::new();
-    let send = move || send_message(chat, message, chosen);
+    let tray = Tray::new(chat.id.get_value(), chat.csrf.get_value(), error, pending_files);
+    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
+    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
+    // Said before sending, not left to the provider's refusal: images for a model that does not
+    // see them.
+    let vision_models = providers.clone();
+    let blind = Memo::new(move |_| {
+        let model = model.get();
+        let model = model.trim();
+        let sees = vision_models
+            .iter()
+            .find(|p| p.id == provider_id.get())
+            .is_some_and(|p| p.vision_models.iter().any(|m| m == model));
+        (tray.has_images() && !model.is_empty() && !sees).then(|| model.to_owned())
+    });
+    let send = move || send_message(chat, message, chosen, tray, blind);
     let persona_id = conversation.persona_id.clone().unwrap_or_default();
+    let dragging = RwSignal::new(false);
     view! {
         <form
             class="composer"
+            class:dragging=move || dragging.get()
             on:submit=move |ev: leptos::ev::SubmitEvent| {
                 ev.prevent_default();
                 send();
             }
+            on:dragover=move |ev: leptos::ev::DragEvent| {
+                // Saying so lets the files be dropped here rather than opened by the browser.
+                ev.prevent_default();
+                dragging.set(true);
+            }
+            on:dragleave=move |_| dragging.set(false)
+            on:drop=move |ev: leptos::ev::DragEvent| {
+                ev.prevent_default();
+                dragging.set(false);
+                tray.add(api::dropped_files(&ev));
+            }
         >
             <p class="error" role="alert">{move || error.get()}</p>
+            <p class="warning vision-warning" role="status" hidden=move || blind.get().is_none()>
+                {move || {
+                    blind
+                        .get()
+                        .map(|model| {
+                            format!(
+                                "{model} does not see images: choose a model that does, or remove the images."
+                            )
+                        })
+                }}
+            </p>
             <AttachPanel offer=attachables open=attach_open chosen />
-            <MessageBox message attach_open send />
+            <TrayView tray />
+            <MessageBox message attach_open send tray />
             <div class="composer-bar">
                 <ToolsMenu chat mcp_enabled=conversation.mcp_enabled />
+                <FilePicker tray />
                 <AttachButtons attach_open />
                 <PersonaPicker chat personas persona_id />
-                <ModelPicker chat providers conversation />
+                <ModelPicker chat providers provider_id model />
                 <span class="spacer"></span>
                 <button
                     class="stop"
@@ -894,7 +950,14 @@ fn Composer(
                 >
                     "Stop"
                 </button>
-                <button class="primary send" type="submit">"Send"</button>
+                <button
+                    class="primary send"
+                    type="submit"
+                    disabled=move || tray.uploading()
+                    title=move || if tray.uploading() { "Waiting for the files to upload" } else { "" }
+                >
+                    "Send"
+                </button>
             </div>
         </form>
     }
@@ -906,24 +969,38 @@ fn send_message(
     chat: Chat,
     message: NodeRef<leptos::html::Textarea>,
     chosen: RwSignal<Vec<Chosen>>,
+    tray: Tray,
+    blind: Memo<Option<String>>,
 ) {
     let Some(area) = message.get() else { return };
     let content = area.value();
-    if content.trim().is_empty() {
+    if content.trim().is_empty() && !tray.has_files() {
+        return;
+    }
+    let error = chat.error;
+    if tray.uploading() {
+        error.set(Some("Wait for the files to finish uploading, then send.".to_owned()));
+        return;
+    }
+    if blind.get_untracked().is_some() {
+        // The warning above the box says why; nothing is sent.
         return;
     }
     let path = format!("/api/v1/conversations/{}/messages", chat.id.get_value());
     let (resources, prompts) = message_parts(&chosen.get_untracked());
-    let error = chat.error;
+    let files = tray.ids();
     api::spawn(async move {
-        let body = json!({"content": content, "resources": resources, "prompts": prompts});
+        let body = json!({
+            "content": content, "resources": resources, "prompts": prompts, "files": files
+        });
         match api::call("POST", &path, Some(body), Some(&chat.csrf.get_value())).await {
             Ok(started) => {
                 area.set_value("");
                 chosen.set(Vec::new());
+                let sent = tray.take_sent(&files);
                 error.set(None);
                 if let Some(turn) = started["turnId"].as_str() {
-                    chat.add_user(turn, content.trim().to_owned());
+                    chat.add_user(turn, content.trim().to_owned(), sent);
                     // What the person just sent, and the reply to come, are in view.
                     api::chat_to_latest();
                 }
@@ -964,6 +1041,7 @@ fn MessageBox(
     message: NodeRef<leptos::html::Textarea>,
     attach_open: RwSignal<Option<Menu>>,
     send: impl Fn() + Copy + 'static,
+    tray: Tray,
 ) -> impl IntoView {
     view! {
         <textarea
@@ -984,6 +1062,14 @@ fn MessageBox(
                 } else if text == "/" {
                     area.set_value("");
                     attach_open.set(Some(Menu::Prompts));
+                }
+            }
+            on:paste=move |ev: leptos::ev::ClipboardEvent| {
+                // A screenshot or a copied file joins the tray; pasted text stays text.
+                let files = api::pasted_files(&ev);
+                if !files.is_empty() {
+                    ev.prevent_default();
+                    tray.add(files);
                 }
             }
             on:keydown=move |ev: leptos::ev::KeyboardEvent| {
@@ -1087,10 +1173,9 @@ fn PersonaPicker(chat: Chat, personas: Vec<PersonaView>, persona_id: String) -> 
 fn ModelPicker(
     chat: Chat,
     providers: Vec<ProviderChoice>,
-    conversation: ConversationView,
+    provider_id: RwSignal<String>,
+    model: RwSignal<String>,
 ) -> impl IntoView {
-    let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());
-    let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
     let choices = ModelChoices::new();
     let save_model = move || {
         let provider = provider_id.get_untracked();

@@ -18,6 +18,7 @@ mod app;
 pub mod attach;
 mod bots;
 mod discover;
+mod files;
 mod forms;
 mod layout;
 mod markdown;

@@ -95,7 +95,12 @@ pub enum Page {
     /// Settings → Prompts: the person's wording of the app's own tools.
     SettingsPrompts { me: Me, wordings: Vec<ToolWordingView> },
     /// Admin → Providers and instance.
-    AdminInstance { me: Me, providers: Vec<ProviderView>, settings: InstanceSettingsView },
+    AdminInstance {
+        me: Me,
+        providers: Vec<ProviderView>,
+        settings: InstanceSettingsView,
+        files: llooma_types::FileUsage,
+    },
     /// Admin: what needs doing first, then the sections.
     AdminHome {
         me: Me,

@@ -739,6 +739,7 @@ async fn admin_instance(State(web): State<Web>, request: Request) -> Response {
             me,
             providers: web.get(&caller, "/api/v1/admin/providers").await?,
             settings: web.get(&caller, "/api/v1/admin/settings").await?,
+            files: web.get(&caller, "/api/v1/admin/files").await?,
         })
     })
     .await
