@@ -1,11 +1,12 @@
 //! Voice through the API, on both engines: a recording written down by the provider found with
-//! no setting, the administrator's choice taking over, replies read aloud, and every bad input
-//! and failing speech service answered with a clear error.
+//! no setting, the administrator's choice taking over, replies read aloud, every bad input and
+//! failing speech service answered with a clear error, and spoken turns that refuse MCP tools
+//! without a card while the app's own tools still run.
 
-use llooma_fake_model::{Audio, FakeModel, silent_mp3};
+use llooma_fake_model::{Audio, FakeModel, Reply, silent_mp3};
 use serde_json::{Value, json};
 
-use crate::support::{PASSWORD, Server, Tab, TestDb};
+use crate::support::{Events, PASSWORD, Server, Tab, TestDb};
 
 /// A few bytes that start like a WebM file (what a browser's MediaRecorder sends).
 const RECORDING: &[u8] = b"\x1a\x45\xdf\xa3\x9f\x42\x86\x81\x01 opus frames...";
@@ -338,4 +339,109 @@ async fn an_empty_transcript_says_nothing_was_heard() {
     add_provider(&mut tab, "voice", &voice.base_url()).await;
     let (status, body) = dictate(&tab, Some("audio/webm"), RECORDING.to_vec()).await;
     assert_eq!((status, body["error"].as_str()), (422, Some("nothing_heard")), "{body}");
+}
+
+#[tokio::test]
+async fn a_spoken_turn_refuses_mcp_tools_without_a_card_and_the_app_s_own_tools_still_run() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    let provider_id = add_provider(&mut tab, "fake", &model.base_url()).await;
+    let conversation = tab
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "Voice", "providerId": provider_id, "model": "fake-model"}),
+        )
+        .await;
+    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    let turn_on = crate::conversations::model_name_in(&added.json, "home-assistant-turn_on");
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
+    model.push(Reply::tool_call("current_date", json!({})));
+    model.push(Reply::text("I cannot switch lights by voice, but today is a fine day."));
+
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    let sent = tab
+        .post(
+            &format!("/api/v1/conversations/{id}/messages"),
+            json!({"content": "turn on the kitchen light", "spoken": true}),
+        )
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    assert_eq!(sent.json["spoken"], true);
+    let mut names = Vec::new();
+    let mut steps = Vec::new();
+    let mut text = String::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "start" => assert_eq!(data["spoken"], true, "{data}"),
+            "step" => steps.push(data.clone()),
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            _ => {}
+        }
+        names.push(name.clone());
+        if name == "end" {
+            assert_eq!(data["state"], "done");
+            break;
+        }
+    }
+    assert!(!names.contains(&"approval".to_owned()), "no card: {names:?}");
+    assert_eq!(tab.get("/api/v1/approvals").await.json, json!([]));
+    assert_eq!(text, "I cannot switch lights by voice, but today is a fine day.");
+    assert_eq!(steps.len(), 2, "{steps:?}");
+    let refused = &steps[0];
+    assert_eq!(refused["state"], "refused", "{refused}");
+    assert_eq!(refused["mcp"], true);
+    assert_eq!(refused["server"], "hub");
+    assert!(refused["message"].as_str().unwrap().contains("spoken turn"), "{refused}");
+    assert_eq!(steps[1]["tool"], "current_date");
+    assert_eq!(steps[1]["state"], "done");
+    // The model was told why, and the tools were offered (it could try).
+    let requests = model.chat_bodies();
+    assert!(serde_json::to_string(&requests[0]["tools"]).unwrap().contains(&turn_on));
+    let told = serde_json::to_string(&requests[1]["messages"]).unwrap();
+    assert!(told.contains("cannot be called in a spoken turn"), "{told}");
+
+    // After a reload the timeline says the same.
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
+    let reply = &detail.json["replies"][0];
+    assert_eq!(reply["spoken"], true, "{reply}");
+    let stored: Vec<&Value> = reply["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "step")
+        .map(|p| &p["step"])
+        .collect();
+    assert_eq!(stored[0]["state"], "refused");
+    assert_eq!(stored[0]["message"], refused["message"]);
+
+    // A turn typed afterwards asks as usual: its MCP call gets a card.
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
+    model.push(Reply::text("Done."));
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "now typed"}))
+        .await;
+    let card = loop {
+        let (name, data) = events.next().await;
+        if name == "start" {
+            assert_eq!(data.get("spoken"), None, "a typed turn is not spoken: {data}");
+        }
+        if name == "approval" {
+            break data;
+        }
+    };
+    let call_id = card["card"]["id"].as_str().unwrap().to_owned();
+    tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "refuse"})).await;
+    loop {
+        if events.next().await.0 == "end" {
+            break;
+        }
+    }
 }
