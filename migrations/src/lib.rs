@@ -36,6 +36,7 @@ mod m0018_search_index_mark;
 mod m0019_history_version;
 mod m0020_checks_without_lists;
 mod m0021_files;
+mod m0022_speech;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -65,6 +66,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0019_history_version::Migration),
             Box::new(m0020_checks_without_lists::Migration),
             Box::new(m0021_files::Migration),
+            Box::new(m0022_speech::Migration),
         ]
     }
 }

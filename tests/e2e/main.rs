@@ -20,3 +20,4 @@ mod peers;
 mod secrets;
 mod sessions;
 mod support;
+mod voice;

@@ -102,6 +102,9 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
             max_upload_bytes: settings.max_upload_mb * 1024 * 1024,
             account_quota_bytes: settings.account_files_mb.saturating_mul(1024 * 1024),
         },
+        speech_limits: llooma_core::speech::SpeechLimits {
+            timeout: Duration::from_secs(settings.speech_timeout_secs),
+        },
         replica_id,
         stopping: stop_rx,
     })

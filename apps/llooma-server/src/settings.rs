@@ -72,6 +72,9 @@ pub struct Settings {
     pub max_upload_mb: u64,
     /// What one account's stored files may take in all, in MiB.
     pub account_files_mb: u64,
+    /// How long one exchange with the speech provider (a recording written down, a text read
+    /// aloud) may take, in seconds.
+    pub speech_timeout_secs: u64,
     /// Connections served at once; 0 means the open-files limit less a reserve (a tenth, at least
     /// 64). At the cap the longest-idle connection makes room, or a new one is closed at once.
     pub max_connections: u64,
@@ -125,6 +128,7 @@ impl Default for Settings {
             outbound_idle_secs: 90,
             max_upload_mb: 25,
             account_files_mb: 1024,
+            speech_timeout_secs: 60,
             max_connections: 0,
             mcp_watch_secs: 30,
             web_dir: None,
@@ -206,7 +210,7 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 19] = [
+        let numbers: [(&str, &mut u64); 20] = [
             ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
@@ -226,6 +230,7 @@ impl Settings {
             ("LLOOMA_OUTBOUND_IDLE_SECS", &mut self.outbound_idle_secs),
             ("LLOOMA_MAX_UPLOAD_MB", &mut self.max_upload_mb),
             ("LLOOMA_ACCOUNT_FILES_MB", &mut self.account_files_mb),
+            ("LLOOMA_SPEECH_TIMEOUT_SECS", &mut self.speech_timeout_secs),
         ];
         for (name, field) in numbers {
             if let Some(v) = get(name) {
@@ -296,6 +301,9 @@ impl Settings {
         }
         if !(1..=1024).contains(&self.max_upload_mb) {
             bail!("max_upload_mb must be between 1 and 1024 (the default is 25)");
+        }
+        if !(1..=600).contains(&self.speech_timeout_secs) {
+            bail!("speech_timeout_secs must be between 1 and 600 (the default is 60)");
         }
         if self.account_files_mb == 0 {
             bail!("account_files_mb must be at least 1 (the default is 1024)");

@@ -67,6 +67,9 @@ pub struct NewMessageBody {
     /// Files uploaded to this conversation (their ids) that go with the message.
     #[serde(default)]
     files: Vec<String>,
+    /// Said aloud in voice mode: a spoken turn, whose MCP calls are refused outright.
+    #[serde(default)]
+    spoken: bool,
 }
 
 #[derive(Deserialize)]
@@ -214,9 +217,11 @@ pub async fn send(
             .collect(),
         replaces: body.replaces,
         files: body.files,
+        spoken: body.spoken,
     };
     let turn_id = state.app.send_message(&signed_in.account.id, &id, message).await?;
-    Ok((StatusCode::ACCEPTED, Json(TurnStarted::new(turn_id))))
+    let started = TurnStarted { spoken: body.spoken.then_some(true), ..TurnStarted::new(turn_id) };
+    Ok((StatusCode::ACCEPTED, Json(started)))
 }
 
 /// `POST /api/v1/conversations/{id}/stop`: stops the running turn, here at once, or through

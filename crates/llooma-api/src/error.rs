@@ -39,8 +39,14 @@ pub enum ApiError {
     /// An upload larger than a file may be.
     #[error("the file is larger than the limit of {limit_bytes} bytes")]
     FileTooLarge { limit_bytes: usize },
+    /// A recording larger than one may be.
+    #[error("the recording is larger than the limit of {limit_bytes} bytes")]
+    RecordingTooLarge { limit_bytes: usize },
     #[error("send the body as JSON with Content-Type: application/json")]
     UnsupportedMediaType,
+    /// A recording of a type no speech service reads.
+    #[error("{0}")]
+    UnsupportedRecording(String),
     #[error("too many failed sign-in attempts")]
     TooManyAttempts { retry_after_secs: u64 },
     #[error("{0}")]
@@ -122,6 +128,18 @@ impl IntoResponse for ApiError {
                     limit_bytes / (1024 * 1024)
                 ),
             ),
+            ApiError::RecordingTooLarge { limit_bytes } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "recording_too_large",
+                format!(
+                    "This recording is larger than the {} MB a recording may be; record a \
+                     shorter one (a few minutes at most), or send it in parts.",
+                    limit_bytes / (1024 * 1024)
+                ),
+            ),
+            ApiError::UnsupportedRecording(message) => {
+                (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_recording", message.clone())
+            }
             ApiError::UnsupportedMediaType => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "unsupported_media_type",

@@ -37,15 +37,21 @@ pub async fn upload(
     body: Body,
 ) -> Result<(StatusCode, Json<FileView>), ApiError> {
     let limit = state.app.file_limits().max_upload_bytes;
-    let bytes = read_bounded(body, limit).await?;
+    let bytes =
+        read_bounded(body, limit, |limit_bytes| ApiError::FileTooLarge { limit_bytes }).await?;
     let view = state.app.upload_file(&signed_in.account.id, &id, &query.name, bytes).await?;
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// The body, read as it arrives into one buffer, refused as soon as it passes `limit`.
-async fn read_bounded(body: Body, limit: u64) -> Result<Vec<u8>, ApiError> {
+/// The body, read as it arrives into one buffer, refused (`too_large` of the limit) as soon as it
+/// passes `limit`.
+pub(crate) async fn read_bounded(
+    body: Body,
+    limit: u64,
+    too_large: impl Fn(usize) -> ApiError,
+) -> Result<Vec<u8>, ApiError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let too_large = || ApiError::FileTooLarge { limit_bytes: limit };
+    let too_large = || too_large(limit);
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {

@@ -23,6 +23,7 @@ mod mcp;
 mod passwords;
 mod personas;
 mod session;
+mod speech;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,6 +151,10 @@ pub fn router(state: AppState) -> Router {
         .route("/files/{id}", get(files::download).delete(files::delete))
         .route("/files/{id}/thumbnail", get(files::thumbnail))
         .route("/admin/files", get(files::usage))
+        .route("/speech", get(speech::get).patch(speech::patch))
+        .route("/speech/transcriptions", post(speech::transcribe))
+        .route("/speech/speak", post(speech::speak))
+        .route("/admin/speech", get(speech::admin_get).put(speech::admin_put))
         .route("/conversations/{id}/stop", post(conversations::stop))
         .route("/conversations/{id}/events", get(conversations::events))
         .route("/events", get(conversations::tab_events))

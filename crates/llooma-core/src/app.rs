@@ -15,6 +15,7 @@ use crate::builtins::{NetPageReader, SearchClients};
 use crate::files::FileLimits;
 use crate::providers::ProviderClients;
 use crate::snapshot_cache::SnapshotCache;
+use crate::speech::{SpeechLimits, SpeechState};
 use crate::turns::Turns;
 
 /// Everything the application reaches: the database, the approval broker, the MCP client, the
@@ -43,6 +44,8 @@ pub struct App {
     pub(crate) searches: SearchClients,
     /// Stored MCP snapshots, parsed once while their text lasts.
     pub(crate) snapshots: SnapshotCache,
+    /// How long a speech exchange may take, and the speech models last detected.
+    pub(crate) speech: SpeechState,
     /// Turns true when the server is shutting down: streams and background tasks end.
     pub stopping: watch::Receiver<bool>,
 }
@@ -59,6 +62,8 @@ pub struct AppParts {
     pub connection_idle: Duration,
     /// How large a file may be, and how much an account's files may take.
     pub file_limits: FileLimits,
+    /// How long one exchange with a speech provider may take.
+    pub speech_limits: SpeechLimits,
     /// This process's id (the approval broker's replica id): the owner of the turns it runs.
     pub replica_id: String,
     pub stopping: watch::Receiver<bool>,
@@ -76,6 +81,7 @@ impl App {
             searches: SearchClients::new(parts.outbound.clone(), parts.connection_idle),
             providers: ProviderClients::default(),
             snapshots: SnapshotCache::default(),
+            speech: SpeechState::new(parts.speech_limits),
             turns: Turns::new(parts.replica_id),
             store: parts.store,
             broker: parts.broker,

@@ -71,6 +71,8 @@ pub struct NewMessage {
     pub files: Vec<String>,
     /// A turn whose message this one replaces, with everything after it.
     pub replaces: Option<String>,
+    /// Said aloud in voice mode: a spoken turn, whose MCP calls are refused outright.
+    pub spoken: bool,
 }
 
 /// A resource the person chose: one the server lists (`uri`), or one of its templates with the
@@ -507,6 +509,7 @@ impl App {
             model: Some(model.clone()),
             started_at: Some(now.clone()),
             replaced: message.replaces.clone(),
+            spoken: message.spoken.then_some(true),
             ..TurnStarted::new(String::new())
         };
         let (turn_id, sink, started) = self
@@ -546,10 +549,10 @@ impl App {
             web_search_url: instance.web_search_url,
             // Catalogues are sent only where MCP is switched on: no tools offered, no call
             // possible.
-            mcp: if conversation.mcp_enabled || settings.mcp_everywhere {
-                McpUse::Asked
-            } else {
-                McpUse::Off
+            mcp: match (conversation.mcp_enabled || settings.mcp_everywhere, message.spoken) {
+                (false, _) => McpUse::Off,
+                (true, false) => McpUse::Asked,
+                (true, true) => McpUse::Spoken,
             },
             conversation_id: conversation_id.to_owned(),
             turn_id: turn_id.clone(),

@@ -31,6 +31,7 @@ pub mod mcp_watch;
 pub mod providers;
 mod setup;
 mod snapshot_cache;
+pub mod speech;
 pub mod turns;
 
 pub use app::{App, AppParts};

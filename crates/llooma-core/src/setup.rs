@@ -32,6 +32,10 @@ pub(crate) enum McpUse {
     Asked,
     /// A bot with MCP ticked: its calls run unasked (the tick is the consent), each recorded.
     Unasked,
+    /// A spoken turn in a conversation with MCP on: the tools are offered as usual, but every
+    /// call is refused outright (nobody is looking at a screen to approve it) and the model is
+    /// told why.
+    Spoken,
 }
 
 /// What one turn is, as far as it differs between a conversation and a bot.
@@ -136,6 +140,14 @@ impl App {
         let offered =
             self.offered(account_id, &settings, limits, Tokens::Decrypt).await.map_err(setup)?;
         let (mode, grants, rules, context, announce) = match plan.mcp {
+            // Nothing is remembered or asked: no call goes out.
+            McpUse::Spoken => (
+                PermissionMode::Ask,
+                Vec::new(),
+                Vec::new(),
+                Context::Spoken,
+                settings.announce_mode,
+            ),
             McpUse::Asked => (
                 self.store.permission_mode(account_id).await?,
                 self.store.consent_grants(account_id).await?.into_iter().map(|g| g.grant).collect(),

@@ -2,7 +2,8 @@
 //! without a provider.
 //!
 //! It speaks the real wire protocol over real HTTP (`POST /v1/chat/completions`, streamed as
-//! SSE or whole, and `GET /v1/models`), so the code under test is exercised exactly as it is
+//! SSE or whole, `GET /v1/models`, and the audio API: `POST /v1/audio/transcriptions` reads a
+//! multipart form, `POST /v1/audio/speech` answers MP3), so the code under test is exercised exactly as it is
 //! against OpenAI, Ollama, vLLM or llama.cpp. Each chat request takes the next scripted
 //! [`Reply`] from a queue; every request is recorded so tests can assert what the model was
 //! sent.
@@ -27,11 +28,16 @@
 //! It binds 127.0.0.1 only and is test tooling: it keeps the `Authorization` header it
 //! receives so tests can check it.
 
+mod multipart;
 mod script;
 mod server;
 mod wire;
 
+pub use multipart::{FormPart, boundary as form_boundary, parse as parse_form};
 pub use script::{
     Completion, Ending, FakeToolCall, FakeUsage, Fallback, ReasoningField, Reply, ScriptFile,
 };
-pub use server::{FakeModel, FakeModelBuilder, RecordedRequest};
+pub use server::{
+    Audio, FakeModel, FakeModelBuilder, ReceivedRecording, RecordedRequest, SPEECH_MODELS,
+    silent_mp3,
+};

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::multipart;
 use crate::script::{Completion, Ending, Fallback, Reply};
 use crate::wire::{self, Asked, Step};
 
@@ -46,6 +47,50 @@ impl RecordedRequest {
     }
 }
 
+/// A recording `POST /v1/audio/transcriptions` received, read from its multipart form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceivedRecording {
+    /// The `model` field.
+    pub model: String,
+    /// The `file` part's file name, type and bytes.
+    pub file_name: String,
+    pub content_type: String,
+    pub audio: Vec<u8>,
+    /// Every other text field (`response_format`, `language`, ...), in order.
+    pub fields: Vec<(String, String)>,
+}
+
+/// How the audio endpoints answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Audio {
+    /// As OpenAI does: a transcript as `{"text": ...}`, speech as MP3 bytes.
+    #[default]
+    Answer,
+    /// As [`Audio::Answer`], after waiting this many milliseconds.
+    Slow(u64),
+    /// `503` with an OpenAI-style error body.
+    Down,
+    /// `200` with a body that is not what was asked for (HTML for a transcript, JSON for speech).
+    Garbage,
+    /// `200` with a body of this many bytes of the right type, too large to be real.
+    Huge(usize),
+}
+
+/// The OpenAI names of speech models, listed by [`FakeModelBuilder::speech_models`].
+pub const SPEECH_MODELS: [&str; 2] = ["whisper-1", "tts-1"];
+
+/// A short silent MP3 (three MPEG-1 Layer III frames, 128 kbit/s, 44.1 kHz): what
+/// `POST /v1/audio/speech` answers.
+pub fn silent_mp3() -> Vec<u8> {
+    let frame_len = 417;
+    let mut mp3 = Vec::with_capacity(frame_len * 3);
+    for _ in 0..3 {
+        mp3.extend_from_slice(&[0xFF, 0xFB, 0x90, 0x64]);
+        mp3.resize(mp3.len() + frame_len - 4, 0);
+    }
+    mp3
+}
+
 /// Settings for a [`FakeModel`]. Start from [`FakeModel::builder`].
 #[derive(Debug, Clone)]
 pub struct FakeModelBuilder {
@@ -55,6 +100,8 @@ pub struct FakeModelBuilder {
     models: Vec<String>,
     log_requests: bool,
     close_after_answer: bool,
+    audio: Audio,
+    transcript: String,
 }
 
 impl FakeModelBuilder {
@@ -88,6 +135,25 @@ impl FakeModelBuilder {
         self
     }
 
+    /// Also lists the speech models [`SPEECH_MODELS`] (`whisper-1`, `tts-1`) in `GET /v1/models`,
+    /// as OpenAI does.
+    pub fn speech_models(mut self) -> Self {
+        self.models.extend(SPEECH_MODELS.iter().map(|m| (*m).to_owned()));
+        self
+    }
+
+    /// How the audio endpoints answer. Default [`Audio::Answer`].
+    pub fn audio(mut self, audio: Audio) -> Self {
+        self.audio = audio;
+        self
+    }
+
+    /// The text every transcription answers. Default `"Hello from the fake model."`.
+    pub fn transcript(mut self, text: impl Into<String>) -> Self {
+        self.transcript = text.into();
+        self
+    }
+
     /// Writes one line per request to stderr (for the binary).
     pub fn log_requests(mut self, enabled: bool) -> Self {
         self.log_requests = enabled;
@@ -116,6 +182,9 @@ impl FakeModelBuilder {
             fallback: self.fallback,
             requests: Mutex::new(Vec::new()),
             models: self.models,
+            audio: Mutex::new(self.audio),
+            transcript: self.transcript,
+            recordings: Mutex::new(Vec::new()),
             log_requests: self.log_requests,
             serial: AtomicU64::new(0),
             stopped,
@@ -123,6 +192,8 @@ impl FakeModelBuilder {
         let mut app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
+            .route("/v1/audio/transcriptions", post(transcriptions))
+            .route("/v1/audio/speech", post(speech))
             .fallback(unknown)
             .with_state(Arc::clone(&shared));
         if self.close_after_answer {
@@ -160,6 +231,9 @@ struct Shared {
     fallback: Fallback,
     requests: Mutex<Vec<RecordedRequest>>,
     models: Vec<String>,
+    audio: Mutex<Audio>,
+    transcript: String,
+    recordings: Mutex<Vec<ReceivedRecording>>,
     log_requests: bool,
     serial: AtomicU64,
     /// Flips to true when the server stops; stalls wait on it so nothing outlives the server.
@@ -181,6 +255,8 @@ impl FakeModel {
             models: vec!["fake-model".to_owned()],
             log_requests: false,
             close_after_answer: false,
+            audio: Audio::Answer,
+            transcript: "Hello from the fake model.".to_owned(),
         }
     }
 
@@ -226,6 +302,25 @@ impl FakeModel {
             .filter(|r| r.is_chat())
             .map(|r| r.body.clone().unwrap_or(Value::Null))
             .collect()
+    }
+
+    /// The recordings `POST /v1/audio/transcriptions` received so far, in order.
+    pub fn recordings(&self) -> Vec<ReceivedRecording> {
+        lock(&self.shared.recordings).clone()
+    }
+
+    /// The JSON bodies of the `POST /v1/audio/speech` requests received so far, in order.
+    pub fn speech_bodies(&self) -> Vec<Value> {
+        lock(&self.shared.requests)
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == "/v1/audio/speech")
+            .map(|r| r.body.clone().unwrap_or(Value::Null))
+            .collect()
+    }
+
+    /// Changes how the audio endpoints answer from now on.
+    pub fn set_audio(&self, audio: Audio) {
+        *lock(&self.shared.audio) = audio;
     }
 
     /// Stops serving and waits until the server task has ended.
@@ -423,6 +518,120 @@ async fn models(State(shared): State<Arc<Shared>>, request: Request) -> Response
     json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
 }
 
+/// Waits as [`Audio::Slow`] says, and answers for the other failures; `None`: answer.
+async fn audio_failure(shared: &Shared, garbage: Response) -> Option<Response> {
+    let audio = lock(&shared.audio).clone();
+    match audio {
+        Audio::Answer | Audio::Huge(_) => None,
+        Audio::Slow(ms) => {
+            let mut stopped = shared.stopped.clone();
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => None,
+                _ = stopped.wait_for(|stopped| *stopped) => Some(StatusCode::SERVICE_UNAVAILABLE.into_response()),
+            }
+        }
+        Audio::Down => Some(json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &wire::error_body("fake model: the speech service is down", "server_error"),
+        )),
+        Audio::Garbage => Some(garbage),
+    }
+}
+
+fn huge(shared: &Shared) -> Option<usize> {
+    match *lock(&shared.audio) {
+        Audio::Huge(bytes) => Some(bytes),
+        _ => None,
+    }
+}
+
+fn bad_request(message: &str) -> Response {
+    json_response(StatusCode::BAD_REQUEST, &wire::error_body(message, "invalid_request_error"))
+}
+
+/// `POST /v1/audio/transcriptions`: a multipart form with `file` and `model`, as OpenAI reads it.
+async fn transcriptions(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (method, uri, headers, body) = read_body(request).await;
+    let body = match body {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    record(&shared, &method, &uri, &headers, &body);
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+    let Some(boundary) = content_type.and_then(multipart::boundary) else {
+        return bad_request("the body must be multipart/form-data with a boundary");
+    };
+    let parts = match multipart::parse(&body, &boundary) {
+        Ok(parts) => parts,
+        Err(problem) => return bad_request(&format!("malformed form: {problem}")),
+    };
+    let mut file = None;
+    let mut model = None;
+    let mut fields = Vec::new();
+    for part in parts {
+        match (part.name.as_str(), part.file_name) {
+            ("file", Some(name)) => {
+                file = Some((name, part.content_type.unwrap_or_default(), part.data));
+            }
+            ("model", None) => model = Some(String::from_utf8_lossy(&part.data).into_owned()),
+            (name, None) => {
+                fields.push((name.to_owned(), String::from_utf8_lossy(&part.data).into_owned()));
+            }
+            (name, Some(_)) => return bad_request(&format!("unexpected file in field {name}")),
+        }
+    }
+    let (Some((file_name, content_type, audio)), Some(model)) = (file, model) else {
+        return bad_request("the form needs a file part `file` and a field `model`");
+    };
+    if audio.is_empty() {
+        return bad_request("Audio file is empty");
+    }
+    lock(&shared.recordings).push(ReceivedRecording {
+        model,
+        file_name,
+        content_type,
+        audio,
+        fields,
+    });
+    let garbage = ([(header::CONTENT_TYPE, "text/html")], "<html><body>Bad gateway</body></html>")
+        .into_response();
+    if let Some(response) = audio_failure(&shared, garbage).await {
+        return response;
+    }
+    if let Some(bytes) = huge(&shared) {
+        let text = "a".repeat(bytes);
+        return json_response(StatusCode::OK, &json!({"text": text}));
+    }
+    json_response(StatusCode::OK, &json!({"text": shared.transcript}))
+}
+
+/// `POST /v1/audio/speech`: `{model, input, voice}` in, MP3 out.
+async fn speech(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (method, uri, headers, body) = read_body(request).await;
+    let body = match body {
+        Ok(body) => body,
+        Err(response) => return response,
+    };
+    record(&shared, &method, &uri, &headers, &body);
+    let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+        return bad_request("request body is not JSON");
+    };
+    let given =
+        |field: &str| request.get(field).and_then(Value::as_str).is_some_and(|v| !v.is_empty());
+    if !(given("model") && given("input") && given("voice")) {
+        return bad_request("model, input and voice are required");
+    }
+    let garbage = json_response(StatusCode::OK, &json!({"note": "this is not audio"}));
+    if let Some(response) = audio_failure(&shared, garbage).await {
+        return response;
+    }
+    let audio = match huge(&shared) {
+        Some(bytes) => vec![0; bytes],
+        None => silent_mp3(),
+    };
+    ([(header::CONTENT_TYPE, "audio/mpeg")], audio).into_response()
+}
+
 async fn unknown(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (method, uri, headers, body) = read_body(request).await;
     record(&shared, &method, &uri, &headers, &body.unwrap_or_default());
@@ -430,8 +639,8 @@ async fn unknown(State(shared): State<Arc<Shared>>, request: Request) -> Respons
         StatusCode::NOT_FOUND,
         &wire::error_body(
             &format!(
-                "fake model: no route {method} {}; it serves POST /v1/chat/completions and \
-                 GET /v1/models",
+                "fake model: no route {method} {}; it serves POST /v1/chat/completions, \
+                 GET /v1/models, POST /v1/audio/transcriptions and POST /v1/audio/speech",
                 uri.path()
             ),
             "not_found",

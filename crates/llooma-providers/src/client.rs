@@ -25,11 +25,13 @@ const ERROR_BODY_BYTES: usize = 8 * 1024;
 /// A client for one OpenAI-compatible provider. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ProviderClient {
-    net: NetClient,
+    pub(crate) net: NetClient,
     config: ProviderConfig,
     /// Parsed once: every turn sends to it.
     chat_url: Url,
     models_url: String,
+    /// `{base}/audio/transcriptions` and `{base}/audio/speech`.
+    pub(crate) audio_urls: (String, String),
 }
 
 impl ProviderClient {
@@ -62,7 +64,13 @@ impl ProviderClient {
         let chat_url = Url::parse(&format!("{base}/chat/completions")).map_err(|err| {
             ProviderError::InvalidBaseUrl { problem: format!("not a URL: {err}") }
         })?;
-        Ok(Self { net, chat_url, models_url: format!("{base}/models"), config })
+        Ok(Self {
+            net,
+            chat_url,
+            models_url: format!("{base}/models"),
+            audio_urls: (format!("{base}/audio/transcriptions"), format!("{base}/audio/speech")),
+            config,
+        })
     }
 
     /// The most tools one request may offer (from [`ProviderConfig::max_tools_per_request`]).
@@ -145,11 +153,11 @@ impl ProviderClient {
         Ok(list.into_models())
     }
 
-    fn key(&self) -> Option<&str> {
+    pub(crate) fn key(&self) -> Option<&str> {
         self.config.api_key.as_ref().map(Secret::expose)
     }
 
-    fn headers(&self) -> Result<HeaderMap, ProviderError> {
+    pub(crate) fn headers(&self) -> Result<HeaderMap, ProviderError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.config.api_key {
             headers.insert(header::AUTHORIZATION, bearer(key)?);
@@ -158,7 +166,7 @@ impl ProviderClient {
     }
 
     /// Sends, waits for the headers until `deadline`, and turns error statuses into errors.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         builder: llooma_net::NetRequest,
         url: &str,
@@ -242,7 +250,7 @@ async fn read_error_body(mut response: NetResponse, deadline: Instant) -> String
 
 /// Which wait a deadline bounds, for the error when it runs out.
 #[derive(Debug, Clone, Copy)]
-enum Waiting {
+pub(crate) enum Waiting {
     /// The first bytes of the answer, bounded by this first-byte timeout.
     FirstByte(Duration),
     /// The next chunk, bounded by this idle timeout.
@@ -250,7 +258,7 @@ enum Waiting {
 }
 
 /// The next chunk of a body, or a timeout error once `deadline` passes.
-async fn read_chunk(
+pub(crate) async fn read_chunk(
     response: &mut NetResponse,
     deadline: Instant,
     url: &str,

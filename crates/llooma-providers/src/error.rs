@@ -184,6 +184,28 @@ pub enum ProviderError {
         /// The cap, in bytes.
         limit: u64,
     },
+    /// A whole exchange (a recording written down, a text read aloud) took longer than allowed.
+    #[error(
+        "the provider at {url} did not finish answering within {after:?}; it may be overloaded \
+         or still loading the model. Try again, or raise the time allowed"
+    )]
+    TimedOut {
+        /// The URL (without query).
+        url: String,
+        /// The time allowed.
+        after: Duration,
+    },
+    /// An answer read whole is larger than what such an answer may be.
+    #[error(
+        "the provider's {what} is larger than {limit} bytes, more than such an answer ever is; \
+         check that the base URL points at an OpenAI-compatible API"
+    )]
+    AnswerTooLarge {
+        /// What was being read ("transcript", "spoken answer").
+        what: &'static str,
+        /// The cap, in bytes.
+        limit: u64,
+    },
     /// Any other network failure.
     #[error("the request to the model provider failed: {0}")]
     Network(#[source] NetError),
@@ -200,6 +222,7 @@ impl ProviderError {
                 | ProviderError::ConnectTimeout { .. }
                 | ProviderError::FirstByteTimeout { .. }
                 | ProviderError::IdleTimeout { .. }
+                | ProviderError::TimedOut { .. }
                 | ProviderError::RateLimited { .. }
                 | ProviderError::ServerError { .. }
                 | ProviderError::StreamEnded

@@ -5,6 +5,8 @@
 //! returns a [`ChatStream`] of [`ChatEvent`]s: text and reasoning deltas as they arrive, then
 //! complete tool calls (assembled from their streamed fragments), usage, and
 //! [`ChatEvent::Finished`]. [`ProviderClient::list_models`] reads `GET {base}/models`.
+//! [`ProviderClient::transcribe`] and [`ProviderClient::speak`] use the audio API (speech to
+//! text, a multipart form written here; text to speech), each bounded in time and size.
 //!
 //! Every request goes through a [`NetClient`](llooma_net::NetClient) the caller built, so the
 //! outbound policy applies to provider URLs like to any other. Streams need that client
@@ -20,6 +22,8 @@ mod assemble;
 mod client;
 mod config;
 mod error;
+mod multipart;
+mod speech;
 mod sse;
 mod types;
 mod wire;
@@ -27,6 +31,9 @@ mod wire;
 pub use client::{ChatStream, ProviderClient};
 pub use config::{DEFAULT_MAX_STREAM_BYTES, OPENAI_MAX_TOOLS, ProviderConfig};
 pub use error::ProviderError;
+pub use speech::{
+    MAX_SPEECH_BYTES, MAX_TRANSCRIPT_BYTES, SpeechAudio, SpeechRequest, Transcription,
+};
 pub use types::{
     ChatEvent, ChatReply, ChatRequest, EncodedMessages, EncodedTool, EncodedTools, FinishReason,
     Message, ModelInfo, Timeouts, ToolCall, ToolChoice, ToolDefinition, ToolsSize, Usage,

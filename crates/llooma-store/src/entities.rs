@@ -35,6 +35,11 @@ pub mod instance_settings {
         pub system_prompt: Option<String>,
         pub default_provider_id: Option<String>,
         pub default_model: Option<String>,
+        pub stt_provider_id: Option<String>,
+        pub stt_model: Option<String>,
+        pub tts_provider_id: Option<String>,
+        pub tts_model: Option<String>,
+        pub tts_voice: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -205,6 +210,7 @@ pub mod account_preferences {
         pub account_id: String,
         pub titles_from_model: bool,
         pub updated_at_ms: i64,
+        pub speech_voice: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -41,7 +41,55 @@ pub struct InstanceSettingsChange {
     pub default_model: Option<Option<(String, String)>>,
 }
 
+/// What an administrator chose for speech; each `None` is left to detection (the first provider
+/// listing a speech model).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpeechSettings {
+    /// Speech to text: the provider, and the model (`None`: detected on that provider).
+    pub stt_provider_id: Option<String>,
+    pub stt_model: Option<String>,
+    /// Text to speech: the provider, and the model (`None`: detected on that provider).
+    pub tts_provider_id: Option<String>,
+    pub tts_model: Option<String>,
+    /// The voice replies are read with, unless a person chose their own.
+    pub tts_voice: Option<String>,
+}
+
 impl Store {
+    pub async fn speech_settings(&self) -> StoreResult<SpeechSettings> {
+        let row = instance_settings::Entity::find_by_id(ROW)
+            .one(&self.db)
+            .await?
+            .ok_or_else(|| StoreError::Corrupt("the instance_settings row is missing".into()))?;
+        Ok(SpeechSettings {
+            stt_provider_id: row.stt_provider_id,
+            stt_model: row.stt_model,
+            tts_provider_id: row.tts_provider_id,
+            tts_model: row.tts_model,
+            tts_voice: row.tts_voice,
+        })
+    }
+
+    /// Replaces the speech settings and returns them.
+    pub async fn set_speech_settings(
+        &self,
+        settings: SpeechSettings,
+    ) -> StoreResult<SpeechSettings> {
+        instance_settings::ActiveModel {
+            id: Set(ROW),
+            updated_at_ms: Set(now_ms()),
+            stt_provider_id: Set(settings.stt_provider_id),
+            stt_model: Set(settings.stt_model),
+            tts_provider_id: Set(settings.tts_provider_id),
+            tts_model: Set(settings.tts_model),
+            tts_voice: Set(settings.tts_voice),
+            ..Default::default()
+        }
+        .update(&self.db)
+        .await?;
+        self.speech_settings().await
+    }
+
     pub async fn instance_state(&self) -> StoreResult<InstanceState> {
         let row = instance_state::Entity::find_by_id(ROW)
             .one(&self.db)

@@ -44,7 +44,7 @@ pub use catalogue::{CatalogueEntry, CatalogueRatings, CatalogueUsage, NewCatalog
 pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
 pub use conversations::{Conversation, ConversationPatch, Message, StoredEvent};
 pub use files::{AddFileError, FileKind, NewFile, SentFile, StoredFile, UNSENT_FILES_KEPT_MS};
-pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState};
+pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState, SpeechSettings};
 pub use login_failures::FailureScope;
 pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};
 pub use personas::{MemoryNote, Persona, PersonaPatch};

@@ -2,7 +2,7 @@
 //! defaults (no row).
 
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{EntityTrait, Set};
+use sea_orm::{EntityTrait, NotSet, Set};
 
 use crate::entities::account_preferences;
 use crate::{Store, StoreResult, now_ms};
@@ -32,11 +32,45 @@ impl Store {
             account_id: Set(account_id.to_owned()),
             titles_from_model: Set(preferences.titles_from_model),
             updated_at_ms: Set(now_ms()),
+            speech_voice: NotSet,
         })
         .on_conflict(
             OnConflict::column(account_preferences::Column::AccountId)
                 .update_columns([
                     account_preferences::Column::TitlesFromModel,
+                    account_preferences::Column::UpdatedAtMs,
+                ])
+                .to_owned(),
+        )
+        .exec(&self.db)
+        .await?;
+        Ok(())
+    }
+
+    /// The voice the account chose for replies read aloud; `None`: the administrator's.
+    pub async fn speech_voice(&self, account_id: &str) -> StoreResult<Option<String>> {
+        Ok(account_preferences::Entity::find_by_id(account_id.to_owned())
+            .one(&self.db)
+            .await?
+            .and_then(|m| m.speech_voice))
+    }
+
+    /// Sets (or with `None` clears) the account's voice; its other preferences stay.
+    pub async fn set_speech_voice(
+        &self,
+        account_id: &str,
+        voice: Option<String>,
+    ) -> StoreResult<()> {
+        account_preferences::Entity::insert(account_preferences::ActiveModel {
+            account_id: Set(account_id.to_owned()),
+            titles_from_model: Set(false),
+            updated_at_ms: Set(now_ms()),
+            speech_voice: Set(voice),
+        })
+        .on_conflict(
+            OnConflict::column(account_preferences::Column::AccountId)
+                .update_columns([
+                    account_preferences::Column::SpeechVoice,
                     account_preferences::Column::UpdatedAtMs,
                 ])
                 .to_owned(),

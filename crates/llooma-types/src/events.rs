@@ -157,11 +157,21 @@ pub struct TurnStarted {
     /// for again): that turn and every later one are gone from the conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced: Option<String>,
+    /// `true` for a spoken turn (voice mode): its MCP calls are refused outright. Absent
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spoken: Option<bool>,
 }
 
 impl TurnStarted {
     pub fn new(turn_id: impl Into<String>) -> Self {
-        TurnStarted { turn_id: turn_id.into(), model: None, started_at: None, replaced: None }
+        TurnStarted {
+            turn_id: turn_id.into(),
+            model: None,
+            started_at: None,
+            replaced: None,
+            spoken: None,
+        }
     }
 }
 
@@ -438,6 +448,9 @@ pub struct Reply {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
+    /// `true` for a spoken turn, from its `start` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spoken: Option<bool>,
     /// How the turn ended, once it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<EndState>,
@@ -460,6 +473,7 @@ impl Reply {
                 *self = Reply::new(started.turn_id.clone());
                 self.model = started.model.clone();
                 self.started_at = started.started_at.clone();
+                self.spoken = started.spoken;
             }
             TurnEvent::Text(piece) => match self.parts.last_mut() {
                 Some(ReplyPart::Text { text }) => text.push_str(&piece.delta),

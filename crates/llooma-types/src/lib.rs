@@ -790,3 +790,62 @@ mod tests {
         );
     }
 }
+
+/// What a signed-in person's page needs for voice (`GET /api/v1/speech`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpeechView {
+    /// Whether a recording can be written down (a speech-to-text model is set up or found).
+    pub dictation: bool,
+    /// Whether replies can be read aloud (a text-to-speech model is set up or found).
+    pub read_aloud: bool,
+    /// The voice replies are read with: the person's own, else the administrator's.
+    pub voice: String,
+    /// The person's own choice, if they made one.
+    pub own_voice: Option<String>,
+    /// Voices to offer (the OpenAI names, and the administrator's voice when it is another).
+    pub voices: Vec<String>,
+    /// The largest recording accepted, in bytes.
+    pub max_recording_bytes: u64,
+    /// The longest text read aloud at once, in characters.
+    pub max_speech_characters: usize,
+}
+
+/// One direction of speech as it is in effect: which provider and model, and whether they were
+/// found by detection rather than chosen.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpeechChoiceView {
+    pub provider_id: String,
+    pub provider_name: String,
+    pub model: String,
+    /// The provider or the model was found by the models the providers list, not chosen.
+    pub auto_detected: bool,
+}
+
+/// The speech settings as an administrator chose them; `None` is left to detection.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SpeechSettingsView {
+    pub stt_provider_id: Option<String>,
+    pub stt_model: Option<String>,
+    pub tts_provider_id: Option<String>,
+    pub tts_model: Option<String>,
+    pub tts_voice: Option<String>,
+}
+
+/// `GET /api/v1/admin/speech`: what was chosen and what is in effect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminSpeechView {
+    pub settings: SpeechSettingsView,
+    /// Speech to text in effect; `None`: dictation is unavailable.
+    pub transcription: Option<SpeechChoiceView>,
+    /// Text to speech in effect; `None`: reading aloud is unavailable.
+    pub speech: Option<SpeechChoiceView>,
+    /// The voice in effect for people who did not choose one.
+    pub voice: String,
+    /// Why a chosen setting is not in effect, in words for the administrator (a provider that
+    /// was removed, one that lists no speech model).
+    pub notes: Vec<String>,
+}

@@ -466,7 +466,11 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         };
         let gate = gate(self.context);
         if let Gate::RefuseOutright { reason } = gate {
-            sink.event(TurnEvent::step(step(StepState::Refused, None))).await?;
+            let refused = Step {
+                message: Some(refusal_note(self.context).to_owned()),
+                ..step(StepState::Refused, None)
+            };
+            sink.event(TurnEvent::step(refused)).await?;
             return Ok(reason.to_owned());
         }
         // A ticked bot runs its calls unasked (the tick is the whole of the consent); recorded.
@@ -617,5 +621,20 @@ pub(crate) fn step_state(state: llooma_approval_broker::CallState) -> StepState 
         CallState::Refused | CallState::Pending => StepState::Refused,
         CallState::Expired => StepState::Expired,
         CallState::Interrupted => StepState::Interrupted,
+    }
+}
+
+/// What the timeline says of an MCP call refused outright, by where the turn ran.
+pub(crate) fn refusal_note(context: Context) -> &'static str {
+    match context {
+        Context::Spoken => {
+            "Not called: this was a spoken turn, and MCP tools are never called in one (nobody \
+             is looking at a screen to approve the call). The model was told why."
+        }
+        Context::Bot { .. } => {
+            "Not called: MCP tools are off for this bot; its owner can switch them on in the \
+             bot's tools."
+        }
+        Context::Conversation => "Not called.",
     }
 }
