@@ -114,7 +114,7 @@ fn main() {
     let started = Instant::now();
     let mut lines = Vec::new();
     tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-        let parts: [(&str, Part); 9] = [
+        let parts: [(&str, Part); 10] = [
             ("start", |b| Box::pin(start_and_idle(b))),
             ("plain", |b| Box::pin(plain(b))),
             ("gateway", |b| Box::pin(gateway(b))),
@@ -124,6 +124,7 @@ fn main() {
             ("fan-out", |b| Box::pin(fan_out(b))),
             ("fan-out-spread", |b| Box::pin(fan_out_spread(b))),
             ("idle-tabs", |b| Box::pin(idle_tabs(b))),
+            ("media", |b| Box::pin(media(b))),
         ];
         for (name, part) in parts {
             if !runs(name) {
@@ -404,6 +405,7 @@ const ORDER_MCP_CLIENT: u32 = 60;
 const ORDER_FAN_OUT: u32 = 70;
 const ORDER_FAN_OUT_SPREAD: u32 = 71;
 const ORDER_IDLE_TABS: u32 = 75;
+const ORDER_MEDIA: u32 = 77;
 const ORDER_SERVER: u32 = 80;
 const ORDER_FAILED: u32 = 90;
 
@@ -1541,5 +1543,127 @@ fn mcp_client_lines(builds: &[Build]) -> Vec<Line> {
         line(ORDER_MCP_CLIENT, case, "bare rmcp connect, call, close (reference), p50", n, |b| {
             Cell::Us(median(b, "oneshot_bare_p50_us"))
         }),
+    ]
+}
+
+// ------------------------------------------------------------------------------------------------
+// Photos: accepting a phone's photo, ten at once, and a turn in a conversation holding ten
+
+/// A 12-megapixel photo (4000 x 3000) of about 5 MB: noise, which JPEG cannot shrink much, like
+/// the detail of a real photo.
+fn twelve_megapixel_jpeg() -> Vec<u8> {
+    let mut seed = 0x2545_f491_u32;
+    let image = image::RgbImage::from_fn(4000, 3000, |x, y| {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        let noise = (seed & 0x3f) as u8;
+        image::Rgb([(x / 16) as u8 ^ noise, (y / 12) as u8 ^ noise, ((x + y) / 28) as u8 ^ noise])
+    });
+    let mut out = std::io::Cursor::new(Vec::new());
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 92);
+    image::DynamicImage::from(image).write_with_encoder(encoder).unwrap();
+    out.into_inner()
+}
+
+/// The peak resident memory of a process so far (`VmHWM`), in MiB.
+fn peak_resident_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+async fn media(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let photo = Arc::new(twelve_megapixel_jpeg());
+    eprintln!("   the photo: {:.1} MB", photo.len() as f64 / 1e6);
+    let case = "6. photos (a 12-megapixel JPEG)";
+    let mut upload_cpu = vec![Cell::None; n];
+    let mut peak = vec![Cell::None; n];
+    let mut turn_cpu = vec![Cell::None; n];
+    let mut plain_cpu = vec![Cell::None; n];
+    let mut sent_bytes = vec![Cell::None; n];
+    for (b, build) in builds.iter().enumerate() {
+        // Ten people upload one each at once, on a fresh server: its peak memory.
+        let mut rig = Rig::start(build, &[], Fallback::Error).await;
+        let mut people = Vec::new();
+        for i in 0..10 {
+            let id = rig.conversation(false).await;
+            people.push((rig.tab(), id, i));
+        }
+        let uploads = people.into_iter().map(|(mut tab, id, i)| {
+            let photo = Arc::clone(&photo);
+            tokio::spawn(async move {
+                let path = format!("/api/v1/conversations/{id}/files?name=IMG_{i}.jpg");
+                tab.upload(&path, photo.to_vec()).await.status
+            })
+        });
+        let statuses = futures::future::join_all(uploads).await;
+        if statuses.iter().any(|s| !matches!(s, Ok(201))) {
+            eprintln!("   {}: uploads not taken ({statuses:?}); no figures", build.label);
+            continue;
+        }
+        peak[b] = Cell::Mib(peak_resident_mib(rig.proc.pid()));
+
+        // One upload at a time: server CPU to accept, scale, strip and store it.
+        let id = rig.conversation(false).await;
+        let mut cpu = Vec::new();
+        for i in 0..5 {
+            let before = settle(rig.proc.pid()).await;
+            let path = format!("/api/v1/conversations/{id}/files?name=one_{i}.jpg");
+            assert_eq!(rig.tab.upload(&path, photo.to_vec()).await.status, 201);
+            cpu.push(settle(rig.proc.pid()).await.ms_since(&before));
+        }
+        upload_cpu[b] = Cell::Ms(quantile(&cpu, 0.5));
+
+        // A conversation holding ten photos, on a model that sees them: a turn's CPU beyond a
+        // plain one, and the bytes of the request the provider gets.
+        let marked = rig
+            .tab
+            .send(
+                "PUT",
+                &format!("/api/v1/admin/providers/{}/vision-models", rig.provider),
+                Some(json!({"models": ["fake-model"]})),
+            )
+            .await;
+        assert_eq!(marked.status, 200, "{marked:?}");
+        let mut conv = Conv::open(&mut rig, Kind::Plain).await;
+        let mut plain = Vec::new();
+        for _ in 0..5 {
+            plain.push(one_turn(&mut rig, &mut conv).await.1);
+        }
+        for i in 0..10 {
+            let path = format!("/api/v1/conversations/{}/files?name=held_{i}.jpg", conv.id);
+            let file = rig.tab.upload(&path, photo.to_vec()).await;
+            rig.model.push(Reply::text(PLAIN_TEXT).chunks(PLAIN_DELTAS));
+            let sent = rig
+                .tab
+                .post(
+                    &format!("/api/v1/conversations/{}/messages", conv.id),
+                    json!({"content": "and this one?", "files": [file.json["id"]]}),
+                )
+                .await;
+            assert_eq!(sent.status, 202, "{sent:?}");
+            until_end(&mut conv.events, Duration::from_secs(30)).await;
+        }
+        let mut held = Vec::new();
+        for _ in 0..5 {
+            held.push(one_turn(&mut rig, &mut conv).await.1);
+        }
+        plain_cpu[b] = Cell::Ms(quantile(&plain, 0.5));
+        turn_cpu[b] = Cell::Ms(quantile(&held, 0.5));
+        let last = rig.model.chat_bodies().last().map(|body| body.to_string().len()).unwrap_or(0);
+        sent_bytes[b] = Cell::Text(format!("{:.2} MB", last as f64 / 1e6));
+    }
+    vec![
+        Line::new(ORDER_MEDIA, case, "server CPU to accept one (p50 of 5)", upload_cpu),
+        Line::new(ORDER_MEDIA, case, "peak resident memory, 10 uploads at once", peak),
+        Line::new(ORDER_MEDIA, case, "server CPU of a plain turn (p50 of 5)", plain_cpu),
+        Line::new(ORDER_MEDIA, case, "server CPU of a turn holding 10 photos (p50 of 5)", turn_cpu),
+        Line::new(ORDER_MEDIA, case, "bytes sent to the provider for that turn", sent_bytes),
     ]
 }

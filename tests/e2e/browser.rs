@@ -4,6 +4,7 @@
 mod driver;
 mod everyday;
 mod files;
+mod voice;
 
 use llooma_fake_model::{FakeModel, Reply};
 use serde_json::{Value, json};

@@ -161,7 +161,9 @@ pub fn AdminInstance(
     providers: Vec<ProviderView>,
     settings: InstanceSettingsView,
     files: llooma_types::FileUsage,
+    speech: llooma_types::AdminSpeechView,
 ) -> impl IntoView {
+    let speech_providers = providers.clone();
     let csrf = me.csrf_token.clone();
     let error = RwSignal::new(None::<String>);
     let name = NodeRef::<leptos::html::Input>::new();
@@ -365,6 +367,7 @@ pub fn AdminInstance(
                         </button>
                     </div>
                 </section>
+                <SpeechSettings speech providers=speech_providers csrf=csrf.clone() error />
                 <FileUsageTable usage=files />
             </main>
         </div>
@@ -490,6 +493,127 @@ fn FileUsageTable(usage: llooma_types::FileUsage) -> impl IntoView {
                     </table>
                 })
             }}
+        </section>
+    }
+}
+
+/// Voice: which provider and model write down recordings and read replies aloud (each left to
+/// detection unless chosen), the voice, and what is in effect now.
+#[component]
+fn SpeechSettings(
+    speech: llooma_types::AdminSpeechView,
+    providers: Vec<ProviderView>,
+    csrf: String,
+    error: RwSignal<Option<String>>,
+) -> impl IntoView {
+    use llooma_types::SpeechChoiceView;
+    let in_effect = |what: &'static str, choice: &Option<SpeechChoiceView>| match choice {
+        Some(c) => format!(
+            "{what}: {} · {}{}",
+            c.provider_name,
+            c.model,
+            if c.auto_detected { " (found automatically)" } else { "" }
+        ),
+        None => format!("{what}: unavailable (no provider lists a model for it)"),
+    };
+    let dictation = in_effect("Dictation", &speech.transcription);
+    let reading = in_effect("Reading aloud", &speech.speech);
+    let settings = speech.settings.clone();
+    let stt_provider = NodeRef::<leptos::html::Select>::new();
+    let stt_model = NodeRef::<leptos::html::Input>::new();
+    let tts_provider = NodeRef::<leptos::html::Select>::new();
+    let tts_model = NodeRef::<leptos::html::Input>::new();
+    let tts_voice = NodeRef::<leptos::html::Input>::new();
+    let save = move |_| {
+        error.set(None);
+        let picked = |node: NodeRef<leptos::html::Select>| {
+            node.get().map(|s| s.value()).filter(|v| !v.is_empty())
+        };
+        let typed = |node: NodeRef<leptos::html::Input>| {
+            Some(input_value(node).trim().to_owned()).filter(|v| !v.is_empty())
+        };
+        let body = json!({
+            "sttProviderId": picked(stt_provider),
+            "sttModel": typed(stt_model),
+            "ttsProviderId": picked(tts_provider),
+            "ttsModel": typed(tts_model),
+            "ttsVoice": typed(tts_voice),
+        });
+        change("PUT", "/api/v1/admin/speech".into(), body, csrf.clone(), error, HERE);
+    };
+    let options = move |chosen: Option<String>| {
+        providers
+            .iter()
+            .map(|p| {
+                let selected = chosen.as_deref() == Some(p.id.as_str());
+                view! { <option value=p.id.clone() selected=selected>{p.name.clone()}</option> }
+            })
+            .collect_view()
+    };
+    let stt_options = options(settings.stt_provider_id.clone());
+    let tts_options = options(settings.tts_provider_id.clone());
+    view! {
+        <section class="card speech-settings">
+            <h2>"Voice"</h2>
+            <p class="meta speech-in-effect">{dictation}</p>
+            <p class="meta speech-in-effect">{reading}</p>
+            <p class="meta">{format!("Voice: {}", speech.voice)}</p>
+            {speech
+                .notes
+                .iter()
+                .map(|note| view! { <p class="warning">{note.clone()}</p> })
+                .collect_view()}
+            <p class="hint">
+                "Left empty, the first provider whose models include a speech model (whisper-1, gpt-4o-transcribe, tts-1, gpt-4o-mini-tts…) is used. Any OpenAI-compatible audio API works: OpenAI, speaches, LocalAI, vLLM."
+            </p>
+            <div class="stack">
+                <label>
+                    "Dictation provider"
+                    <select node_ref=stt_provider name="stt-provider">
+                        <option value="" selected=settings.stt_provider_id.is_none()>"Found automatically"</option>
+                        {stt_options}
+                    </select>
+                </label>
+                <label>
+                    "Dictation model"
+                    <input
+                        node_ref=stt_model
+                        name="stt-model"
+                        placeholder="found automatically"
+                        value=settings.stt_model.clone().unwrap_or_default()
+                    />
+                </label>
+                <label>
+                    "Reading-aloud provider"
+                    <select node_ref=tts_provider name="tts-provider">
+                        <option value="" selected=settings.tts_provider_id.is_none()>"Found automatically"</option>
+                        {tts_options}
+                    </select>
+                </label>
+                <label>
+                    "Reading-aloud model"
+                    <input
+                        node_ref=tts_model
+                        name="tts-model"
+                        placeholder="found automatically"
+                        value=settings.tts_model.clone().unwrap_or_default()
+                    />
+                </label>
+                <label>
+                    "Voice (people may choose their own)"
+                    <input
+                        node_ref=tts_voice
+                        name="tts-voice"
+                        placeholder="alloy"
+                        value=settings.tts_voice.clone().unwrap_or_default()
+                    />
+                </label>
+                <div class="row">
+                    <button class="save-speech" type="button" on:click=save>
+                        "Save voice settings"
+                    </button>
+                </div>
+            </div>
         </section>
     }
 }

@@ -8,11 +8,14 @@ use serde_json::Value;
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub message: String,
+    /// The API's error code (`error`), empty when there was no answer.
+    pub code: String,
 }
 
 impl Failure {
-    fn from_answer(status: u16, json: &Value) -> Failure {
+    pub fn from_answer(status: u16, json: &Value) -> Failure {
         Failure {
+            code: json["error"].as_str().unwrap_or_default().to_owned(),
             message: json["message"]
                 .as_str()
                 .map(str::to_owned)
@@ -38,6 +41,7 @@ mod browser {
         Failure {
             message: "The server could not be reached; check the connection and try again."
                 .to_owned(),
+            code: String::new(),
         }
     }
 

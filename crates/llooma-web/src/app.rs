@@ -17,6 +17,7 @@ use crate::layout::TopBar;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::sidebar::ConversationList;
+use crate::voice::{DictateButton, ReadAloudButton, Voice, VoiceModeBar, VoiceState};
 use crate::{api, stream};
 
 /// Calls `$finish` with a closure that builds the page's view. One list of pages for both sides:
@@ -87,8 +88,8 @@ macro_rules! with_page_view {
             Page::AdminHome { me, providers, settings, servers } => $finish(move || {
                 view! { <crate::admin::AdminHome me providers settings servers /> }
             }),
-            Page::AdminInstance { me, providers, settings, files } => $finish(move || {
-                view! { <crate::admin::AdminInstance me providers settings files /> }
+            Page::AdminInstance { me, providers, settings, files, speech } => $finish(move || {
+                view! { <crate::admin::AdminInstance me providers settings files speech /> }
             }),
             Page::AdminMcp { me, users_can_add, servers } => $finish(move || {
                 view! { <crate::settings::AdminMcp me users_can_add servers /> }
@@ -358,6 +359,7 @@ struct Chat {
     running: RwSignal<bool>,
     /// What went wrong with the last thing the person did (shown above the message box).
     error: RwSignal<Option<String>>,
+    voice: Voice,
 }
 
 /// A reply that is only its text (the person's message, or a stored reply without its log).
@@ -480,6 +482,39 @@ impl Chat {
         });
     }
 
+    /// Sends what the person said in voice mode as a spoken turn; gives the turn's id.
+    async fn send_spoken(&self, content: String) -> Option<String> {
+        let path = format!("/api/v1/conversations/{}/messages", self.id.get_value());
+        let body = json!({"content": content, "spoken": true});
+        match api::call("POST", &path, Some(body), Some(&self.csrf.get_value())).await {
+            Ok(started) => {
+                let turn = started["turnId"].as_str()?.to_owned();
+                self.add_user(&turn, content, Vec::new());
+                api::chat_to_latest();
+                Some(turn)
+            }
+            Err(failure) => {
+                self.error.set(Some(failure.message));
+                None
+            }
+        }
+    }
+
+    /// The text of `turn`'s reply once it ended; `None` if voice mode was left meanwhile.
+    async fn reply_when_done(&self, turn: &str) -> Option<String> {
+        loop {
+            if !self.voice.mode.get_untracked() {
+                return None;
+            }
+            if let Some(entry) = self.find(false, turn)
+                && entry.reply.with_untracked(|r| r.state.is_some())
+            {
+                return Some(entry.reply.with_untracked(Reply::text));
+            }
+            crate::media::sleep_ms(200).await;
+        }
+    }
+
     /// A turn's events begin: the reply they write into, after the person's message.
     fn start(&self, started: &TurnStarted) {
         if let Some(replaced) = &started.replaced {
@@ -539,6 +574,7 @@ fn Conversation(
     let csrf = me.csrf_token.clone();
     let conversation = detail.conversation.clone();
     let id = conversation.id.clone();
+    let error = RwSignal::new(None);
     let chat = Chat {
         id: StoredValue::new(id.clone()),
         csrf: StoredValue::new(csrf.clone()),
@@ -546,7 +582,8 @@ fn Conversation(
         next_key: StoredValue::new(0),
         current: StoredValue::new(None),
         running: RwSignal::new(detail.running_turn.is_some()),
-        error: RwSignal::new(None),
+        error,
+        voice: Voice::new(csrf.clone(), error),
     };
     chat.entries.set(chat.stored_entries(&detail));
     let on: api::OnEvent =
@@ -668,6 +705,13 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
             }}
             {files}
             {move || {
+                (!user && reply.with(|r| r.spoken == Some(true))).then(|| {
+                    view! {
+                        <p class="note spoken">"Spoken turn: MCP tools are not called in it."</p>
+                    }
+                })
+            }}
+            {move || {
                 (reply.with(|r| r.state) == Some(EndState::Stopped))
                     .then(|| view! { <p class="note">"Stopped."</p> })
             }}
@@ -760,6 +804,7 @@ fn reply_actions(
             <button class="copy-reply" type="button" on:click=copy>
                 {move || label.get()}
             </button>
+            <ReadAloudButton voice=chat.voice text=Signal::derive(move || reply.with(Reply::text)) />
             <button
                 class="regenerate"
                 type="button"
@@ -830,7 +875,11 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
             ("!", "called; the server answered with an error".to_owned())
         }
         StepState::Allowed => ("✓", "called".to_owned()),
-        StepState::Refused => ("✕", "refused: nothing was sent".to_owned()),
+        StepState::Refused => match step.message.as_deref() {
+            // Refused without asking (a spoken turn, a bot without MCP): the reason.
+            Some(reason) if !reason.is_empty() => ("✕", format!("refused: {reason}")),
+            _ => ("✕", "refused: nothing was sent".to_owned()),
+        },
         StepState::Expired => ("⌛", "not answered in time: nothing was sent".to_owned()),
         StepState::Interrupted => ("■", "dropped: the reply stopped".to_owned()),
         StepState::Failed => ("!", format!("could not be called: {}", text(&step.error))),
@@ -898,6 +947,18 @@ fn Composer(
         (tray.has_images() && !model.is_empty() && !sees).then(|| model.to_owned())
     });
     let send = move || send_message(chat, message, chosen, tray, blind);
+    // Dictated words join what is in the box, for the person to edit and send.
+    let add_words = move |words: String| {
+        if let Some(area) = message.get_untracked() {
+            let typed = area.value();
+            let joined = if typed.trim().is_empty() {
+                words
+            } else {
+                format!("{} {words}", typed.trim_end())
+            };
+            area.set_value(&joined);
+        }
+    };
     let persona_id = conversation.persona_id.clone().unwrap_or_default();
     let dragging = RwSignal::new(false);
     view! {
@@ -932,12 +993,14 @@ fn Composer(
                         })
                 }}
             </p>
+            <VoiceModeBar voice=chat.voice start=move || start_voice_mode(chat) />
             <AttachPanel offer=attachables open=attach_open chosen />
             <TrayView tray />
             <MessageBox message attach_open send tray />
             <div class="composer-bar">
                 <ToolsMenu chat mcp_enabled=conversation.mcp_enabled />
                 <FilePicker tray />
+                <DictateButton voice=chat.voice add=add_words />
                 <AttachButtons attach_open />
                 <PersonaPicker chat personas persona_id />
                 <ModelPicker chat providers provider_id model />
@@ -1007,6 +1070,41 @@ fn send_message(
             }
             Err(failure) => error.set(Some(failure.message)),
         }
+    });
+}
+
+/// Voice mode: listen until the person stops talking, send what they said as a spoken turn,
+/// read the reply aloud, and again, until they leave it (or something fails, which is said).
+fn start_voice_mode(chat: Chat) {
+    let voice = chat.voice;
+    if voice.mode.get_untracked() || chat.running.get_untracked() {
+        return;
+    }
+    voice.mode.set(true);
+    chat.error.set(None);
+    api::spawn(async move {
+        while voice.mode.get_untracked() {
+            let said = match voice.listen().await {
+                Ok(Some(said)) => said,
+                Ok(None) => continue,
+                Err(failure) => {
+                    chat.error.set(Some(failure.message));
+                    break;
+                }
+            };
+            voice.state.set(VoiceState::Waiting);
+            let Some(turn) = chat.send_spoken(said).await else { break };
+            let Some(reply) = chat.reply_when_done(&turn).await else { break };
+            if reply.trim().is_empty() || !voice.mode.get_untracked() {
+                continue;
+            }
+            voice.state.set(VoiceState::Reading);
+            if let Err(failure) = voice.read(reply).await {
+                chat.error.set(Some(failure.message));
+                break;
+            }
+        }
+        voice.leave();
     });
 }
 

@@ -128,6 +128,7 @@ impl Tray {
                     serde_json::from_value::<FileView>(json).map_err(|_| api::Failure {
                         message: "The server's answer was not understood; reload the page."
                             .to_owned(),
+                        code: String::new(),
                     })
                 });
                 match stored {

@@ -22,6 +22,7 @@ mod files;
 mod forms;
 mod layout;
 mod markdown;
+mod media;
 pub mod model;
 mod model_choices;
 mod personas;
@@ -29,6 +30,7 @@ mod review;
 mod settings;
 mod sidebar;
 mod stream;
+mod voice;
 
 #[cfg(feature = "ssr")]
 pub mod server;

@@ -100,6 +100,7 @@ pub enum Page {
         providers: Vec<ProviderView>,
         settings: InstanceSettingsView,
         files: llooma_types::FileUsage,
+        speech: llooma_types::AdminSpeechView,
     },
     /// Admin: what needs doing first, then the sections.
     AdminHome {

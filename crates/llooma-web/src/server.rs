@@ -281,10 +281,12 @@ impl Web {
             client: self.client.as_ref().map(|c| (c.names.js.as_str(), c.names.wasm.as_str())),
         };
         let html = render(page, &nonce, &assets);
+        // `media-src blob:`: a reply read aloud is played from the audio the page fetched
+        // (a blob only the page's own script can make).
         let csp = format!(
             "default-src 'none'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
-             connect-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; \
-             form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+             connect-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self' blob:; \
+             font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
         );
         let mut response = (status, html).into_response();
         let headers = response.headers_mut();
@@ -740,6 +742,7 @@ async fn admin_instance(State(web): State<Web>, request: Request) -> Response {
             providers: web.get(&caller, "/api/v1/admin/providers").await?,
             settings: web.get(&caller, "/api/v1/admin/settings").await?,
             files: web.get(&caller, "/api/v1/admin/files").await?,
+            speech: web.get(&caller, "/api/v1/admin/speech").await?,
         })
     })
     .await

@@ -123,6 +123,10 @@ impl Browser {
                     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                     "--no-first-run", "--disable-background-networking",
                     "--disable-renderer-backgrounding", "--disable-background-timer-throttling",
+                    // A microphone that plays a tone, granted without asking; replies played
+                    // without a click first (a person has clicked by then).
+                    "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+                    "--autoplay-policy=no-user-gesture-required",
                     format!("--window-size={width},{height}"),
                     format!("--user-data-dir={}", profile.path().display()),
                 ],
