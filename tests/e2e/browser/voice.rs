@@ -117,6 +117,19 @@ async fn browser_dictation_read_aloud_and_voice_mode_with_spoken_turns() {
     browser.wait_live().await;
     browser.wait_text(".timeline", "Spoken turn: MCP tools are not called in it.").await;
 
+    // On a phone, voice mode's bar fits the screen.
+    let Some(phone) = Browser::start(390, 844).await else { return };
+    sign_in(&phone, &base, "root").await;
+    phone.goto(&format!("{base}/c/{id}")).await;
+    phone.wait_live().await;
+    phone.click("button.talk").await;
+    phone.find(".voice-mode:not([hidden]) button.send-now:not([hidden])").await;
+    let out = phone.sticking_out(390).await;
+    assert!(out.is_empty(), "past a phone's edge:\n{}", out.join("\n"));
+    phone.screenshot("voice-mode-phone").await;
+    phone.click("button.leave-voice").await;
+    phone.wait_gone(".voice-mode:not([hidden])").await;
+
     // The administrator picks the voice on the page.
     browser.goto(&format!("{base}/admin/instance")).await;
     browser.wait_live().await;
