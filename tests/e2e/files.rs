@@ -328,3 +328,47 @@ async fn bad_files_get_a_clear_error_and_the_instance_keeps_working() {
     assert_eq!(usage.json["accounts"][0]["files"], 1, "{usage:?}");
     assert_eq!(usage.json["accountQuotaBytes"], 1024 * 1024);
 }
+
+/// An upload whose sender stops half-way (a phone losing its network): answered with a clear
+/// error, nothing kept, the conversation and the next upload fine.
+#[tokio::test]
+async fn an_upload_cut_mid_way_keeps_nothing_and_the_next_one_works() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, _, id) = setup(&server, &model).await;
+    let address = tab.base.trim_start_matches("http://").to_owned();
+    let head = format!(
+        "POST /api/v1/conversations/{id}/files?name=notes.txt HTTP/1.1\r\nhost: {address}\r\n\
+         origin: {}\r\ncookie: llooma_session={}\r\nx-csrf-token: {}\r\n\
+         content-length: 100000\r\n\r\n",
+        tab.origin.clone().unwrap_or_else(|| tab.base.clone()),
+        tab.cookie.clone().unwrap(),
+        tab.csrf.clone().unwrap(),
+    );
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&b"a line of notes\n".repeat(100)).await.unwrap();
+    // The rest never comes: the sender is gone.
+    stream.shutdown().await.unwrap();
+    let mut answer = Vec::new();
+    let read =
+        tokio::time::timeout(std::time::Duration::from_secs(10), stream.read_to_end(&mut answer))
+            .await;
+    assert!(read.is_ok(), "the server held a cut upload open");
+    // A sender that only stopped writing still reads the reason.
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("upload_cut"), "{answer}");
+
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await;
+    assert_eq!(detail.json.get("pendingFiles"), None, "a cut upload was kept: {detail:?}");
+    let whole = tab
+        .upload(
+            &format!("/api/v1/conversations/{id}/files?name=notes.txt"),
+            b"a line of notes\n".repeat(100),
+        )
+        .await;
+    assert_eq!(whole.status, 201, "{whole:?}");
+}

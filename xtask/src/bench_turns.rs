@@ -13,7 +13,7 @@
 //! way (when it does not build against the baseline's client, row 6 has no baseline figures).
 //!
 //! Arguments after `--` go to the bench: the parts to run (start, plain, gateway, everything,
-//! bot, concurrent, fan-out, fan-out-spread, mcp-client; default all).
+//! bot, concurrent, fan-out, fan-out-spread, idle-tabs, media, mcp-client; default all).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
