@@ -372,3 +372,68 @@ async fn an_upload_cut_mid_way_keeps_nothing_and_the_next_one_works() {
         .await;
     assert_eq!(whole.status, 201, "{whole:?}");
 }
+
+/// A model on this machine whose server says it sees images (Ollama's `capabilities`) gets the
+/// photo with no one marking it; one that says it does not is refused before anything is sent.
+#[tokio::test]
+async fn a_local_server_that_reports_vision_gets_images_without_marking() {
+    let model = FakeModel::builder()
+        .models(["llava", "llama3"])
+        .ollama_vision(["llava"])
+        .start()
+        .await
+        .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[]);
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    let provider = tab
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "ollama", "baseUrl": model.base_url(), "localNetwork": true}),
+        )
+        .await;
+    assert_eq!(provider.status, 201, "{provider:?}");
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+
+    // The model list says which sees images, as the server reported it.
+    let models = tab.get("/api/v1/models").await;
+    let listed = &models.json[0]["models"];
+    assert_eq!(listed[0], json!({"id": "llava", "source": "provider", "seesImages": true}));
+    assert_eq!(listed[1], json!({"id": "llama3", "source": "provider"}));
+
+    for (name, sees) in [("llava", true), ("llama3", false)] {
+        let created = tab
+            .post(
+                "/api/v1/conversations",
+                json!({"title": name, "providerId": provider_id, "model": name}),
+            )
+            .await;
+        let id = created.json["id"].as_str().unwrap().to_owned();
+        let uploaded = tab
+            .upload(
+                &format!("/api/v1/conversations/{id}/files?name=photo.jpg"),
+                photo_with_exif(64, 48),
+            )
+            .await;
+        let file = uploaded.json["id"].as_str().unwrap().to_owned();
+        model.push(Reply::text("A small picture."));
+        let sent = tab
+            .post(
+                &format!("/api/v1/conversations/{id}/messages"),
+                json!({"content": "What is it?", "files": [file]}),
+            )
+            .await;
+        if sees {
+            assert_eq!(sent.status, 202, "{sent:?}");
+            let mut events =
+                Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+            assert_eq!(until_end(&mut events).await["state"], "done");
+            let content = last_user_content(&model.chat_bodies()[0]);
+            assert!(content[1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/"));
+        } else {
+            assert_eq!(sent.json["error"], "model_cannot_see_images", "{sent:?}");
+            assert_eq!(model.chat_bodies().len(), 1, "sent to a model that does not see");
+        }
+    }
+}

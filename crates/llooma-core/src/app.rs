@@ -46,6 +46,8 @@ pub struct App {
     pub(crate) snapshots: SnapshotCache,
     /// How long a speech exchange may take, and the speech models last detected.
     pub(crate) speech: SpeechState,
+    /// What local providers said about their models seeing images.
+    pub(crate) reported_vision: crate::providers::ReportedVision,
     /// Turns true when the server is shutting down: streams and background tasks end.
     pub stopping: watch::Receiver<bool>,
 }
@@ -82,6 +84,7 @@ impl App {
             providers: ProviderClients::default(),
             snapshots: SnapshotCache::default(),
             speech: SpeechState::new(parts.speech_limits),
+            reported_vision: crate::providers::ReportedVision::default(),
             turns: Turns::new(parts.replica_id),
             store: parts.store,
             broker: parts.broker,

@@ -447,8 +447,10 @@ impl App {
         let content = message.content.trim();
         let chosen =
             self.chosen_attachments(account_id, message.resources, message.prompts).await?;
-        let sees_images =
-            context.provider.as_ref().is_some_and(|p| p.vision_models.contains(&model));
+        let sees_images = match context.provider.as_ref() {
+            Some(provider) => self.sees_images(provider, &model).await,
+            None => false,
+        };
         let files = self
             .message_files(account_id, conversation_id, &message.files, message.replaces.as_deref())
             .await?;

@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use llooma_net::{Decision, Origin, OutboundPolicy, Purpose, Refusal, Url};
 use llooma_providers::{ProviderClient, ProviderConfig};
@@ -181,19 +182,28 @@ impl App {
                     (Vec::new(), Some(message.to_owned()))
                 }
             };
-            let sees = |id: &str| provider.vision_models.iter().any(|m| m == id);
             let mut models: Vec<ModelChoice> = listed
                 .into_iter()
-                .map(|id| ModelChoice { sees_images: sees(&id), id, source: "provider".to_owned() })
+                .map(|id| ModelChoice { sees_images: false, id, source: "provider".to_owned() })
                 .collect();
             for id in &provider.declared_models {
                 if !models.iter().any(|m| m.id == *id) {
                     models.push(ModelChoice {
-                        sees_images: sees(id),
+                        sees_images: false,
                         id: id.clone(),
                         source: "declared".to_owned(),
                     });
                 }
+            }
+            let seen = futures::future::join_all(
+                models.iter().take(MAX_MODELS_ASKED).map(|m| self.sees_images(&provider, &m.id)),
+            )
+            .await;
+            for (model, sees) in models.iter_mut().zip(seen) {
+                model.sees_images = sees;
+            }
+            for model in models.iter_mut().skip(MAX_MODELS_ASKED) {
+                model.sees_images = provider.vision_models.contains(&model.id);
             }
             answer.push(ProviderModels {
                 provider_id: provider.id,
@@ -203,6 +213,62 @@ impl App {
             });
         }
         Ok(answer)
+    }
+}
+
+/// At most this many of a provider's models are asked about when its list is shown.
+const MAX_MODELS_ASKED: usize = 64;
+/// How long a server's word on a model's capabilities is kept.
+const REPORT_KEPT: Duration = Duration::from_secs(600);
+/// How long a server may take to say what a model can do.
+const REPORT_WAIT: Duration = Duration::from_secs(5);
+
+/// What providers on this machine or network said about their models seeing images (Ollama's
+/// `capabilities`), by provider and model, with when they said it.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct ReportedVision(Arc<Mutex<HashMap<ModelKey, (Instant, bool)>>>);
+
+/// A provider's id and one of its models.
+type ModelKey = (String, String);
+
+impl ReportedVision {
+    fn get(&self, provider_id: &str, model: &str) -> Option<bool> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let key = (provider_id.to_owned(), model.to_owned());
+        kept.get(&key).filter(|(at, _)| at.elapsed() < REPORT_KEPT).map(|(_, sees)| *sees)
+    }
+
+    fn keep(&self, provider_id: &str, model: &str, sees: bool) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.retain(|_, (at, _)| at.elapsed() < REPORT_KEPT);
+        kept.insert((provider_id.to_owned(), model.to_owned()), (Instant::now(), sees));
+    }
+}
+
+impl App {
+    /// Whether `model` of `provider` sees images: marked so by an administrator, or, for a
+    /// provider on this machine or network, said so by its server (Ollama's `capabilities`;
+    /// asked once, kept ten minutes). A server that does not say, or cannot be asked, is "no".
+    pub(crate) async fn sees_images(&self, provider: &Provider, model: &str) -> bool {
+        if provider.vision_models.iter().any(|m| m == model) {
+            return true;
+        }
+        if !provider.local_network {
+            return false;
+        }
+        if let Some(sees) = self.reported_vision.get(&provider.id, model) {
+            return sees;
+        }
+        let Ok(client) = self.provider_client(&provider.id).await else { return false };
+        let sees = match client.reported_vision(model, REPORT_WAIT).await {
+            Ok(said) => said.unwrap_or(false),
+            Err(error) => {
+                tracing::debug!(provider = %provider.id, %error, "asking a model's capabilities failed");
+                false
+            }
+        };
+        self.reported_vision.keep(&provider.id, model, sees);
+        sees
     }
 }
 

@@ -102,6 +102,7 @@ pub struct FakeModelBuilder {
     close_after_answer: bool,
     audio: Audio,
     transcript: String,
+    capabilities: Option<Vec<String>>,
 }
 
 impl FakeModelBuilder {
@@ -154,6 +155,14 @@ impl FakeModelBuilder {
         self
     }
 
+    /// Answers Ollama's `POST /api/show` as Ollama does: `capabilities` with `vision` for these
+    /// models (and `completion` for every model). Without it, `/api/show` is not served (404),
+    /// as on a server that is not Ollama.
+    pub fn ollama_vision(mut self, models: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.capabilities = Some(models.into_iter().map(Into::into).collect());
+        self
+    }
+
     /// Writes one line per request to stderr (for the binary).
     pub fn log_requests(mut self, enabled: bool) -> Self {
         self.log_requests = enabled;
@@ -184,6 +193,7 @@ impl FakeModelBuilder {
             models: self.models,
             audio: Mutex::new(self.audio),
             transcript: self.transcript,
+            capabilities: self.capabilities,
             recordings: Mutex::new(Vec::new()),
             log_requests: self.log_requests,
             serial: AtomicU64::new(0),
@@ -194,6 +204,7 @@ impl FakeModelBuilder {
             .route("/v1/models", get(models))
             .route("/v1/audio/transcriptions", post(transcriptions))
             .route("/v1/audio/speech", post(speech))
+            .route("/api/show", post(show))
             .fallback(unknown)
             .with_state(Arc::clone(&shared));
         if self.close_after_answer {
@@ -233,6 +244,8 @@ struct Shared {
     models: Vec<String>,
     audio: Mutex<Audio>,
     transcript: String,
+    /// The models that see images, for `/api/show`; `None`: not Ollama.
+    capabilities: Option<Vec<String>>,
     recordings: Mutex<Vec<ReceivedRecording>>,
     log_requests: bool,
     serial: AtomicU64,
@@ -257,6 +270,7 @@ impl FakeModel {
             close_after_answer: false,
             audio: Audio::Answer,
             transcript: "Hello from the fake model.".to_owned(),
+            capabilities: None,
         }
     }
 
@@ -516,6 +530,30 @@ async fn models(State(shared): State<Arc<Shared>>, request: Request) -> Response
         .map(|id| json!({"id": id, "object": "model", "created": 0, "owned_by": "llooma-fake-model"}))
         .collect();
     json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+}
+
+/// Ollama's `POST /api/show {model}`: what the model can do.
+async fn show(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let (method, uri, headers, body) = read_body(request).await;
+    let body = body.unwrap_or_default();
+    record(&shared, &method, &uri, &headers, &body);
+    let Some(vision) = &shared.capabilities else {
+        return (StatusCode::NOT_FOUND, "404 page not found").into_response();
+    };
+    let asked: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let model = asked["model"].as_str().or_else(|| asked["name"].as_str()).unwrap_or_default();
+    if !shared.models.iter().any(|m| m == model) {
+        let error = json!({"error": format!("model '{model}' not found")});
+        return json_response(StatusCode::NOT_FOUND, &error);
+    }
+    let mut capabilities = vec!["completion"];
+    if vision.iter().any(|m| m == model) {
+        capabilities.push("vision");
+    }
+    json_response(
+        StatusCode::OK,
+        &json!({"modelfile": "", "details": {"family": "fake"}, "capabilities": capabilities}),
+    )
 }
 
 /// Waits as [`Audio::Slow`] says, and answers for the other failures; `None`: answer.

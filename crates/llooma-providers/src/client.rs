@@ -32,6 +32,8 @@ pub struct ProviderClient {
     models_url: String,
     /// `{base}/audio/transcriptions` and `{base}/audio/speech`.
     pub(crate) audio_urls: (String, String),
+    /// Ollama's `/api/show`, where a model's capabilities are said.
+    pub(crate) show_url: String,
 }
 
 impl ProviderClient {
@@ -69,6 +71,7 @@ impl ProviderClient {
             chat_url,
             models_url: format!("{base}/models"),
             audio_urls: (format!("{base}/audio/transcriptions"), format!("{base}/audio/speech")),
+            show_url: crate::capabilities::show_url(&base),
             config,
         })
     }

@@ -19,6 +19,7 @@
 //! short single-line excerpt.
 
 mod assemble;
+mod capabilities;
 mod client;
 mod config;
 mod error;

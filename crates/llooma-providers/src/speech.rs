@@ -154,7 +154,7 @@ impl ProviderClient {
     }
 
     /// Sends and reads the whole answer, at most `cap` bytes, all before `within` runs out.
-    async fn exchange(
+    pub(crate) async fn exchange(
         &self,
         builder: NetRequest,
         url: &str,

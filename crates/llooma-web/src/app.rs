@@ -936,15 +936,28 @@ fn Composer(
     let model = RwSignal::new(conversation.model.clone().unwrap_or_default());
     // Said before sending, not left to the provider's refusal: images for a model that does not
     // see them.
+    // Marked by an administrator (known at once), or said by the provider's model list (which
+    // also holds what a local server such as Ollama reports; asked for once an image waits).
+    let choices = ModelChoices::new();
+    Effect::new(move |_| {
+        if tray.has_images() {
+            choices.load();
+        }
+    });
     let vision_models = providers.clone();
     let blind = Memo::new(move |_| {
         let model = model.get();
         let model = model.trim();
-        let sees = vision_models
+        if !tray.has_images() || model.is_empty() {
+            return None;
+        }
+        let provider = provider_id.get();
+        let marked = vision_models
             .iter()
-            .find(|p| p.id == provider_id.get())
+            .find(|p| p.id == provider)
             .is_some_and(|p| p.vision_models.iter().any(|m| m == model));
-        (tray.has_images() && !model.is_empty() && !sees).then(|| model.to_owned())
+        let listed = choices.sees_images(&provider, model);
+        (!marked && listed == Some(false)).then(|| model.to_owned())
     });
     let send = move || send_message(chat, message, chosen, tray, blind);
     // Dictated words join what is in the box, for the person to edit and send.
@@ -1003,7 +1016,7 @@ fn Composer(
                 <DictateButton voice=chat.voice add=add_words />
                 <AttachButtons attach_open />
                 <PersonaPicker chat personas persona_id />
-                <ModelPicker chat providers provider_id model />
+                <ModelPicker chat providers provider_id model choices />
                 <span class="spacer"></span>
                 <button
                     class="stop"
@@ -1273,8 +1286,8 @@ fn ModelPicker(
     providers: Vec<ProviderChoice>,
     provider_id: RwSignal<String>,
     model: RwSignal<String>,
+    choices: ModelChoices,
 ) -> impl IntoView {
-    let choices = ModelChoices::new();
     let save_model = move || {
         let provider = provider_id.get_untracked();
         let name = model.get_untracked();

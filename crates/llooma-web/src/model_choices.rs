@@ -8,28 +8,43 @@ use llooma_types::ProviderModels;
 
 use crate::api;
 
-/// The providers' models; `None` until first wanted.
+/// The providers' models; `None` until they arrived.
 #[derive(Clone, Copy)]
-pub struct ModelChoices(RwSignal<Option<Vec<ProviderModels>>>);
+pub struct ModelChoices(RwSignal<Option<Vec<ProviderModels>>>, StoredValue<bool>);
 
 impl ModelChoices {
     pub fn new() -> Self {
-        ModelChoices(RwSignal::new(None))
+        ModelChoices(RwSignal::new(None), StoredValue::new(false))
     }
 
     /// Asks for the lists, once.
     pub fn load(self) {
-        if self.0.get_untracked().is_some() {
+        if self.1.get_value() {
             return;
         }
-        self.0.set(Some(Vec::new()));
+        self.1.set_value(true);
         api::spawn(async move {
-            if let Ok(list) = api::call("GET", "/api/v1/models", None, None).await
-                && let Ok(list) = serde_json::from_value::<Vec<ProviderModels>>(list)
-            {
-                self.0.set(Some(list));
-            }
+            let list = match api::call("GET", "/api/v1/models", None, None).await {
+                Ok(list) => serde_json::from_value::<Vec<ProviderModels>>(list).unwrap_or_default(),
+                Err(_) => Vec::new(),
+            };
+            self.0.set(Some(list));
         });
+    }
+
+    /// Whether the lists say `model` of `provider_id` sees images (tracked); `None` until
+    /// they arrived. A model they do not hold does not.
+    pub fn sees_images(self, provider_id: &str, model: &str) -> Option<bool> {
+        self.0.with(|lists| {
+            let lists = lists.as_ref()?;
+            Some(
+                lists
+                    .iter()
+                    .filter(|p| p.provider_id == provider_id)
+                    .flat_map(|p| p.models.iter())
+                    .any(|m| m.id == model && m.sees_images),
+            )
+        })
     }
 
     /// The models of `provider_id` (tracked: a view or effect reading it follows the lists).
