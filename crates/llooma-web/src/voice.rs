@@ -46,6 +46,31 @@ const QUIET: f32 = 0.015;
 const QUIET_MS: i32 = 1500;
 /// A message in voice mode is at most this long.
 const LONGEST_MS: i32 = 120_000;
+/// How often the meter is read.
+const TICK_MS: i32 = 100;
+
+/// Hears when a person has finished talking: some speech, then [`QUIET_MS`] of quiet (silence
+/// before the first word never ends a message), or [`LONGEST_MS`] in all.
+#[derive(Debug, Default)]
+struct EndOfSpeech {
+    heard_speech: bool,
+    quiet_ms: i32,
+    elapsed_ms: i32,
+}
+
+impl EndOfSpeech {
+    /// Takes the level read after `ms` more milliseconds; true once the message is over.
+    fn hear(&mut self, level: f32, ms: i32) -> bool {
+        self.elapsed_ms += ms;
+        if level > QUIET {
+            self.heard_speech = true;
+            self.quiet_ms = 0;
+        } else if self.heard_speech {
+            self.quiet_ms += ms;
+        }
+        (self.heard_speech && self.quiet_ms >= QUIET_MS) || self.elapsed_ms >= LONGEST_MS
+    }
+}
 
 impl Voice {
     pub fn new(csrf: String, error: RwSignal<Option<String>>) -> Voice {
@@ -135,27 +160,15 @@ impl Voice {
         self.state.set(VoiceState::Listening);
         self.send_now.set(false);
         let recording = media::start_recording().await?;
-        let mut heard_speech = false;
-        let mut quiet_for = 0;
-        let mut elapsed = 0;
+        let mut end = EndOfSpeech::default();
         loop {
-            media::sleep_ms(100).await;
-            elapsed += 100;
+            media::sleep_ms(TICK_MS).await;
             if !self.mode.get_untracked() {
                 recording.cancel();
                 return Ok(None);
             }
-            if self.send_now.get_untracked() || elapsed >= LONGEST_MS {
+            if self.send_now.get_untracked() || end.hear(recording.level(), TICK_MS) {
                 break;
-            }
-            if recording.level() > QUIET {
-                heard_speech = true;
-                quiet_for = 0;
-            } else if heard_speech {
-                quiet_for += 100;
-                if quiet_for >= QUIET_MS {
-                    break;
-                }
             }
         }
         self.state.set(VoiceState::Writing);
@@ -340,5 +353,32 @@ pub fn ReadAloudButton(voice: Voice, text: Signal<String>) -> impl IntoView {
         >
             {move || if playing.get() { "Stop reading" } else { "Read aloud" }}
         </button>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `levels`, one per tick; the tick at which the message ended, if it did.
+    fn ends_at(levels: impl IntoIterator<Item = f32>) -> Option<usize> {
+        let mut end = EndOfSpeech::default();
+        levels.into_iter().position(|level| end.hear(level, TICK_MS))
+    }
+
+    #[test]
+    fn a_message_ends_after_speech_and_a_pause_never_before_the_first_word() {
+        let silence = |ticks| std::iter::repeat_n(0.0, ticks);
+        let speech = |ticks| std::iter::repeat_n(0.1, ticks);
+        // Ten seconds of silence before anything is said: still listening.
+        assert_eq!(ends_at(silence(100)), None);
+        // Speech, then 1.5 s of quiet: over on the fifteenth quiet tick.
+        assert_eq!(ends_at(speech(20).chain(silence(20))), Some(20 + 14));
+        // A pause shorter than that between words does not end it.
+        let words = speech(5).chain(silence(10)).chain(speech(5)).chain(silence(14));
+        assert_eq!(ends_at(words), None);
+        // Talking without a pause ends at the longest message.
+        let longest = usize::try_from(LONGEST_MS / TICK_MS).unwrap();
+        assert_eq!(ends_at(speech(longest + 10)), Some(longest - 1));
     }
 }
