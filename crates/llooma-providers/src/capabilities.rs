@@ -18,13 +18,6 @@ struct Shown {
     capabilities: Option<Vec<String>>,
 }
 
-/// Ollama's native API beside its OpenAI-compatible one: `http://host:11434/v1` gives
-/// `http://host:11434/api/show`.
-pub(crate) fn show_url(base: &str) -> String {
-    let root = base.strip_suffix("/v1").unwrap_or(base);
-    format!("{root}/api/show")
-}
-
 impl ProviderClient {
     /// Whether `model` sees images, as its server reports it; `Ok(None)` when the server does
     /// not say (no `/api/show`, or no `capabilities` in its answer).
@@ -57,7 +50,7 @@ impl ProviderClient {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::client::show_url;
 
     #[test]
     fn ollama_s_own_api_sits_beside_its_openai_one() {

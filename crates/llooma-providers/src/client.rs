@@ -22,6 +22,13 @@ use crate::wire::{self, ModelList, Whole};
 /// How much of an error body is read for its excerpt; the rest is not worth waiting for.
 const ERROR_BODY_BYTES: usize = 8 * 1024;
 
+/// Ollama's native API beside its OpenAI-compatible one: `http://host:11434/v1` gives
+/// `http://host:11434/api/show` (see `capabilities`).
+pub(crate) fn show_url(base: &str) -> String {
+    let root = base.strip_suffix("/v1").unwrap_or(base);
+    format!("{root}/api/show")
+}
+
 /// A client for one OpenAI-compatible provider. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct ProviderClient {
@@ -71,7 +78,7 @@ impl ProviderClient {
             chat_url,
             models_url: format!("{base}/models"),
             audio_urls: (format!("{base}/audio/transcriptions"), format!("{base}/audio/speech")),
-            show_url: crate::capabilities::show_url(&base),
+            show_url: show_url(&base),
             config,
         })
     }
