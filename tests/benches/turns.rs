@@ -1557,11 +1557,11 @@ fn twelve_megapixel_jpeg() -> Vec<u8> {
         seed ^= seed << 13;
         seed ^= seed >> 17;
         seed ^= seed << 5;
-        let noise = (seed & 0x3f) as u8;
+        let noise = (seed & 0x0f) as u8;
         image::Rgb([(x / 16) as u8 ^ noise, (y / 12) as u8 ^ noise, ((x + y) / 28) as u8 ^ noise])
     });
     let mut out = std::io::Cursor::new(Vec::new());
-    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 92);
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85);
     image::DynamicImage::from(image).write_with_encoder(encoder).unwrap();
     out.into_inner()
 }

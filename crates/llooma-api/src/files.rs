@@ -43,8 +43,9 @@ pub async fn upload(
     Ok((StatusCode::CREATED, Json(view)))
 }
 
-/// The body, read as it arrives into one buffer, refused (`too_large` of the limit) as soon as it
-/// passes `limit`.
+/// The body, read as it arrives into one buffer (of the declared length when there is one, so
+/// a large file is not copied as the buffer grows), refused (`too_large` of the limit) as soon
+/// as it passes `limit`.
 pub(crate) async fn read_bounded(
     body: Body,
     limit: u64,
@@ -52,8 +53,16 @@ pub(crate) async fn read_bounded(
 ) -> Result<Vec<u8>, ApiError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let too_large = || too_large(limit);
+    let declared = axum::body::HttpBody::size_hint(&body).exact();
     let mut stream = body.into_data_stream();
-    let mut bytes = Vec::new();
+    let mut bytes = match declared.and_then(|d| usize::try_from(d).ok()) {
+        Some(declared) if declared > limit => {
+            drain(stream, 0, limit).await;
+            return Err(too_large());
+        }
+        Some(declared) => Vec::with_capacity(declared),
+        None => Vec::new(),
+    };
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| ApiError::BadRequest {
             code: "upload_cut",

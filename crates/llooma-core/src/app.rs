@@ -46,6 +46,8 @@ pub struct App {
     pub(crate) snapshots: SnapshotCache,
     /// How long a speech exchange may take, and the speech models last detected.
     pub(crate) speech: SpeechState,
+    /// Files are prepared (decoded, scaled, read) one at a time.
+    pub(crate) file_work: Arc<tokio::sync::Semaphore>,
     /// What local providers said about their models seeing images.
     pub(crate) reported_vision: crate::providers::ReportedVision,
     /// Turns true when the server is shutting down: streams and background tasks end.
@@ -85,6 +87,7 @@ impl App {
             snapshots: SnapshotCache::default(),
             speech: SpeechState::new(parts.speech_limits),
             reported_vision: crate::providers::ReportedVision::default(),
+            file_work: Arc::new(tokio::sync::Semaphore::new(1)),
             turns: Turns::new(parts.replica_id),
             store: parts.store,
             broker: parts.broker,

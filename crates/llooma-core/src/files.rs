@@ -196,6 +196,13 @@ impl App {
         let name = clean_name(name);
         let prepared = {
             let name = name.clone();
+            // One file prepared at a time: a 12-megapixel photo decodes to some 40 MB of pixels,
+            // and ten people uploading at once must not hold ten of them.
+            let _turn = self
+                .file_work
+                .acquire()
+                .await
+                .map_err(|_| AppError::Internal("the file queue is closed".to_owned()))?;
             tokio::task::spawn_blocking(move || prepare(&name, &bytes))
                 .await
                 .map_err(|err| AppError::Internal(format!("preparing a file: {err}")))??
