@@ -1549,7 +1549,7 @@ fn mcp_client_lines(builds: &[Build]) -> Vec<Line> {
 // ------------------------------------------------------------------------------------------------
 // Photos: accepting a phone's photo, ten at once, and a turn in a conversation holding ten
 
-/// A 12-megapixel photo (4000 x 3000) of about 5 MB: noise, which JPEG cannot shrink much, like
+/// A 12-megapixel photo (4000 x 3000) of about 6 MB: noise, which JPEG cannot shrink much, like
 /// the detail of a real photo.
 fn twelve_megapixel_jpeg() -> Vec<u8> {
     let mut seed = 0x2545_f491_u32;
@@ -1557,11 +1557,11 @@ fn twelve_megapixel_jpeg() -> Vec<u8> {
         seed ^= seed << 13;
         seed ^= seed >> 17;
         seed ^= seed << 5;
-        let noise = (seed & 0x0f) as u8;
+        let noise = (seed & 0x1f) as u8;
         image::Rgb([(x / 16) as u8 ^ noise, (y / 12) as u8 ^ noise, ((x + y) / 28) as u8 ^ noise])
     });
     let mut out = std::io::Cursor::new(Vec::new());
-    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 85);
+    let encoder = image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90);
     image::DynamicImage::from(image).write_with_encoder(encoder).unwrap();
     out.into_inner()
 }
