@@ -8,6 +8,7 @@ use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use image::codecs::jpeg::JpegEncoder;
 use image::codecs::png::{CompressionType, FilterType as PngFilter, PngEncoder};
+use image::metadata::Orientation;
 use image::{DynamicImage, ExtendedColorType, ImageDecoder, ImageEncoder, ImageReader, Limits};
 
 use crate::error::MediaError;
@@ -80,10 +81,11 @@ pub fn prepare_image(bytes: &[u8], limits: &ImageLimits) -> Result<PreparedImage
         Kind::Image(format) => format,
         other => return Err(MediaError::NotImage { found: other.describe() }),
     };
-    let pixels = decode(bytes, format, limits)?;
+    let (pixels, orientation) = decode(bytes, format, limits)?;
 
     let longest_side = limits.longest_side.max(1);
-    let scaled = pixels.scaled_to(longest_side)?.unwrap_or(pixels);
+    // Turned upright once scaled: a turn of the full-size pixels would copy them all again.
+    let scaled = pixels.scaled_to(longest_side)?.unwrap_or(pixels).oriented(orientation)?;
     let thumbnail = scaled.scaled_to(limits.thumbnail_side.max(1))?;
     let quality = limits.jpeg_quality.clamp(1, 100);
     let (bytes, content_type) = scaled.encode(quality)?;
@@ -110,7 +112,12 @@ struct Pixels {
 
 const CORRUPT: MediaError = MediaError::Corrupt { what: "image" };
 
-fn decode(bytes: &[u8], format: ImageFormat, limits: &ImageLimits) -> Result<Pixels, MediaError> {
+/// The pixels as stored, and how the picture says they are to be turned to be seen.
+fn decode(
+    bytes: &[u8],
+    format: ImageFormat,
+    limits: &ImageLimits,
+) -> Result<(Pixels, Orientation), MediaError> {
     let format = match format {
         ImageFormat::Jpeg => image::ImageFormat::Jpeg,
         ImageFormat::Png => image::ImageFormat::Png,
@@ -146,28 +153,51 @@ fn decode(bytes: &[u8], format: ImageFormat, limits: &ImageLimits) -> Result<Pix
     decode_limits.max_alloc = Some(max_alloc);
     decoder.set_limits(decode_limits).map_err(|_| too_many_pixels())?;
 
-    // A phone stores the picture as the sensor saw it and says how to turn it in EXIF; once the
-    // metadata is gone, the turn must be in the pixels or the photo lies on its side.
-    let orientation = decoder.orientation().unwrap_or(image::metadata::Orientation::NoTransforms);
-    let mut image = DynamicImage::from_decoder(decoder).map_err(|error| match error {
+    let orientation = decoder.orientation().unwrap_or(Orientation::NoTransforms);
+    let image = DynamicImage::from_decoder(decoder).map_err(|error| match error {
         image::ImageError::Limits(_) => too_many_pixels(),
         _ => CORRUPT,
     })?;
-    image.apply_orientation(orientation);
-
-    let (width, height) = (image.width(), image.height());
-    if image.color().has_alpha() {
-        let rgba = image.into_rgba8().into_raw();
-        if rgba.chunks_exact(4).any(|pixel| pixel[3] != u8::MAX) {
-            return Ok(Pixels { width, height, transparent: true, data: rgba });
-        }
-        let rgb = rgba.chunks_exact(4).flat_map(|pixel| [pixel[0], pixel[1], pixel[2]]).collect();
-        return Ok(Pixels { width, height, transparent: false, data: rgb });
-    }
-    Ok(Pixels { width, height, transparent: false, data: image.into_rgb8().into_raw() })
+    Ok((Pixels::from_image(image), orientation))
 }
 
 impl Pixels {
+    /// 8-bit RGB, or RGBA when some pixel is not fully opaque.
+    fn from_image(image: DynamicImage) -> Pixels {
+        let (width, height) = (image.width(), image.height());
+        if image.color().has_alpha() {
+            let rgba = image.into_rgba8().into_raw();
+            if rgba.chunks_exact(4).any(|pixel| pixel[3] != u8::MAX) {
+                return Pixels { width, height, transparent: true, data: rgba };
+            }
+            let rgb =
+                rgba.chunks_exact(4).flat_map(|pixel| [pixel[0], pixel[1], pixel[2]]).collect();
+            return Pixels { width, height, transparent: false, data: rgb };
+        }
+        Pixels { width, height, transparent: false, data: image.into_rgb8().into_raw() }
+    }
+
+    /// Turned and flipped as `orientation` says. A phone stores the picture as the sensor saw
+    /// it and says how to turn it in EXIF; once the metadata is gone, the turn must be in the
+    /// pixels or the photo lies on its side.
+    fn oriented(self, orientation: Orientation) -> Result<Pixels, MediaError> {
+        if orientation == Orientation::NoTransforms {
+            return Ok(self);
+        }
+        let Pixels { width, height, transparent, data } = self;
+        let mut image = if transparent {
+            image::RgbaImage::from_raw(width, height, data).map(DynamicImage::ImageRgba8)
+        } else {
+            image::RgbImage::from_raw(width, height, data).map(DynamicImage::ImageRgb8)
+        }
+        .ok_or(CORRUPT)?;
+        image.apply_orientation(orientation);
+        let (width, height) = (image.width(), image.height());
+        let data =
+            if transparent { image.into_rgba8().into_raw() } else { image.into_rgb8().into_raw() };
+        Ok(Pixels { width, height, transparent, data })
+    }
+
     fn pixel_type(&self) -> PixelType {
         if self.transparent { PixelType::U8x4 } else { PixelType::U8x3 }
     }
@@ -479,6 +509,25 @@ mod tests {
             assert!(!output.windows(4).any(|w| w == b"Exif"), "no EXIF segment at all");
             assert!(!output.windows(11).any(|w| w == b"LloomaPhone"));
         }
+    }
+
+    #[test]
+    fn a_large_phone_photo_is_scaled_and_turned_upright_with_its_thumbnail() {
+        // 3,000 wide and 1,000 high as the sensor saw it, red on the left, turned 90° to view:
+        // stored 683 x 2,048 (scaled first, then turned), red on top, and so is the thumbnail.
+        let sensor = RgbImage::from_fn(3000, 1000, |x, _| {
+            if x < 1500 { Rgb([255, 0, 0]) } else { Rgb([0, 0, 255]) }
+        });
+        let photo = with_exif(&encode(&sensor.into(), image::ImageFormat::Jpeg), &exif_with_gps(6));
+
+        let prepared = prepare_image(&photo, &limits()).unwrap();
+        assert_eq!((prepared.width, prepared.height), (683, 2048));
+        let upright = decoded(&prepared.bytes).to_rgb8();
+        assert!(upright.get_pixel(300, 100)[0] > 200, "red is on top");
+        assert!(upright.get_pixel(300, 1900)[2] > 200, "blue is at the bottom");
+        let thumbnail = decoded(&prepared.thumbnail).to_rgb8();
+        assert_eq!(thumbnail.dimensions(), (107, 320));
+        assert!(thumbnail.get_pixel(50, 20)[0] > 200, "the thumbnail is upright too");
     }
 
     #[test]
