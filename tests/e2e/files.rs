@@ -329,6 +329,87 @@ async fn bad_files_get_a_clear_error_and_the_instance_keeps_working() {
     assert_eq!(usage.json["accountQuotaBytes"], 1024 * 1024);
 }
 
+/// Many uploads at once: past what the server holds in memory, the rest wait on disk. Every
+/// file arrives byte for byte, one sent without a length (chunked) too, and nothing is left on
+/// disk afterwards.
+#[tokio::test]
+async fn many_uploads_at_once_all_arrive_whole_and_leave_nothing_on_disk() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (tab, _, id) = setup(&server, &model).await;
+    let address = tab.base.trim_start_matches("http://").to_owned();
+
+    // Six notes of 4 MB each, all different: 24 MB, more than the server keeps in memory. All
+    // six are under way at once: each sends its head and half its body, then the rest.
+    let notes: Vec<Vec<u8>> = (0..6)
+        .map(|i| {
+            (0..100_000)
+                .flat_map(|line| {
+                    format!("note {i}, line {line:06} of the log......\n").into_bytes()
+                })
+                .collect()
+        })
+        .collect();
+    let mut under_way = Vec::new();
+    for (i, note) in notes.iter().enumerate() {
+        let head = format!(
+            "POST /api/v1/conversations/{id}/files?name=log-{i}.txt HTTP/1.1\r\nhost: {address}\r\n\
+             origin: {}\r\ncookie: llooma_session={}\r\nx-csrf-token: {}\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n",
+            tab.origin.clone().unwrap_or_else(|| tab.base.clone()),
+            tab.cookie.clone().unwrap(),
+            tab.csrf.clone().unwrap(),
+            note.len(),
+        );
+        let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(&note[..note.len() / 2]).await.unwrap();
+        under_way.push(stream);
+    }
+    let finished = under_way.into_iter().zip(&notes).map(|(mut stream, note)| async move {
+        stream.write_all(&note[note.len() / 2..]).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+        let body = answer.split("\r\n\r\n").nth(1).unwrap();
+        serde_json::from_str::<Value>(body).unwrap()["id"].as_str().unwrap().to_owned()
+    });
+    let ids = futures::future::join_all(finished).await;
+    for (i, id) in ids.iter().enumerate() {
+        let (status, _, stored) = tab.fetch(&format!("/api/v1/files/{id}")).await;
+        assert_eq!(status, 200);
+        assert!(stored == notes[i], "upload {i} came back different ({} bytes)", stored.len());
+    }
+
+    // And one whose length is not said up front: it always waits on disk.
+    let chunked = b"streamed without a length\n".repeat(100_000);
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        chunked.chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
+    let request = tab
+        .http
+        .post(format!("{}/api/v1/conversations/{id}/files?name=stream.txt", tab.base))
+        .header("cookie", format!("llooma_session={}", tab.cookie.clone().unwrap()))
+        .header("x-csrf-token", tab.csrf.clone().unwrap())
+        .header("origin", tab.origin.clone().unwrap_or_else(|| tab.base.clone()))
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)));
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 201);
+    let streamed: Value = response.json().await.unwrap();
+    assert_eq!(streamed["size"], chunked.len());
+
+    let (_, _, stored) =
+        tab.fetch(&format!("/api/v1/files/{}", streamed["id"].as_str().unwrap())).await;
+    assert!(stored == chunked, "the chunked upload came back different ({} bytes)", stored.len());
+
+    let waiting = db.dir.path().join("uploads");
+    let left: Vec<_> =
+        std::fs::read_dir(&waiting).map(|d| d.flatten().collect()).unwrap_or_default();
+    assert!(left.is_empty(), "files left in {}: {left:?}", waiting.display());
+}
+
 /// An upload whose sender stops half-way (a phone losing its network): answered with a clear
 /// error, nothing kept, the conversation and the next upload fine.
 #[tokio::test]

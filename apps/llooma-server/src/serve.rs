@@ -105,6 +105,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         speech_limits: llooma_core::speech::SpeechLimits {
             timeout: Duration::from_secs(settings.speech_timeout_secs),
         },
+        upload_spill_dir: settings.data_dir.join("uploads"),
         replica_id,
         stopping: stop_rx,
     })

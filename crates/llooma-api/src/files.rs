@@ -13,6 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use llooma_core::uploads::ArrivingUpload;
 use llooma_types::{FileUsage, FileView};
 use serde::Deserialize;
 
@@ -37,10 +38,44 @@ pub async fn upload(
     body: Body,
 ) -> Result<(StatusCode, Json<FileView>), ApiError> {
     let limit = state.app.file_limits().max_upload_bytes;
-    let bytes =
-        read_bounded(body, limit, |limit_bytes| ApiError::FileTooLarge { limit_bytes }).await?;
-    let view = state.app.upload_file(&signed_in.account.id, &id, &query.name, bytes).await?;
+    let declared = axum::body::HttpBody::size_hint(&body).exact();
+    let mut arriving = state.app.arriving_upload(declared.filter(|d| *d <= limit)).await?;
+    read_into(body, limit, |limit_bytes| ApiError::FileTooLarge { limit_bytes }, &mut arriving)
+        .await?;
+    let view = state.app.upload_file(&signed_in.account.id, &id, &query.name, arriving).await?;
     Ok((StatusCode::CREATED, Json(view)))
+}
+
+/// Where a request body goes as it arrives.
+pub(crate) trait BodySink {
+    /// Bytes received so far.
+    fn received(&self) -> usize;
+    async fn put(&mut self, chunk: &[u8]) -> Result<(), ApiError>;
+}
+
+impl BodySink for Vec<u8> {
+    fn received(&self) -> usize {
+        self.len()
+    }
+
+    async fn put(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        if self.is_empty() && self.capacity() < chunk.len() {
+            // Most bodies arrive in many chunks: room for a few of them at once.
+            self.reserve(chunk.len().max(64 * 1024));
+        }
+        self.extend_from_slice(chunk);
+        Ok(())
+    }
+}
+
+impl BodySink for ArrivingUpload {
+    fn received(&self) -> usize {
+        usize::try_from(self.len()).unwrap_or(usize::MAX)
+    }
+
+    async fn put(&mut self, chunk: &[u8]) -> Result<(), ApiError> {
+        Ok(ArrivingUpload::put(self, chunk).await?)
+    }
 }
 
 /// The body, read as it arrives into one buffer (of the declared length when there is one, so
@@ -51,34 +86,43 @@ pub(crate) async fn read_bounded(
     limit: u64,
     too_large: impl Fn(usize) -> ApiError,
 ) -> Result<Vec<u8>, ApiError> {
+    let declared = axum::body::HttpBody::size_hint(&body).exact();
+    let capacity = declared.filter(|d| *d <= limit).and_then(|d| usize::try_from(d).ok());
+    let mut bytes = Vec::with_capacity(capacity.unwrap_or(0));
+    read_into(body, limit, too_large, &mut bytes).await?;
+    Ok(bytes)
+}
+
+/// Reads the body into `sink` as it arrives, refused (`too_large` of the limit) as soon as it
+/// declares or passes more than `limit`.
+pub(crate) async fn read_into(
+    body: Body,
+    limit: u64,
+    too_large: impl Fn(usize) -> ApiError,
+    sink: &mut impl BodySink,
+) -> Result<(), ApiError> {
+    let declared_too_large =
+        axum::body::HttpBody::size_hint(&body).exact().is_some_and(|d| d > limit);
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let too_large = || too_large(limit);
-    let declared = axum::body::HttpBody::size_hint(&body).exact();
     let mut stream = body.into_data_stream();
-    let mut bytes = match declared.and_then(|d| usize::try_from(d).ok()) {
-        Some(declared) if declared > limit => {
-            drain(stream, 0, limit).await;
-            return Err(too_large());
-        }
-        Some(declared) => Vec::with_capacity(declared),
-        None => Vec::new(),
-    };
+    if declared_too_large {
+        drain(stream, 0, limit).await;
+        return Err(too_large());
+    }
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|_| ApiError::BadRequest {
             code: "upload_cut",
             message: "The upload was cut off before its end; send the file again.".into(),
         })?;
-        if bytes.len() + chunk.len() > limit {
-            drain(stream, bytes.len() + chunk.len(), limit).await;
+        let seen = sink.received() + chunk.len();
+        if seen > limit {
+            drain(stream, seen, limit).await;
             return Err(too_large());
         }
-        if bytes.is_empty() {
-            // Most files arrive in many chunks: room for a few of them at once.
-            bytes.reserve(chunk.len().max(64 * 1024).min(limit));
-        }
-        bytes.extend_from_slice(&chunk);
+        sink.put(&chunk).await?;
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// Reads and drops the rest of a refused upload, so that its sender, still writing, gets the

@@ -48,6 +48,8 @@ pub struct App {
     pub(crate) speech: SpeechState,
     /// Files are prepared (decoded, scaled, read) one at a time.
     pub(crate) file_work: Arc<tokio::sync::Semaphore>,
+    /// Where uploads wait for their turn: memory up to a bound, then disk.
+    pub(crate) upload_room: crate::uploads::UploadRoom,
     /// What local providers said about their models seeing images.
     pub(crate) reported_vision: crate::providers::ReportedVision,
     /// Turns true when the server is shutting down: streams and background tasks end.
@@ -68,6 +70,8 @@ pub struct AppParts {
     pub file_limits: FileLimits,
     /// How long one exchange with a speech provider may take.
     pub speech_limits: SpeechLimits,
+    /// Where uploads wait on disk when many arrive at once (`<data_dir>/uploads`).
+    pub upload_spill_dir: std::path::PathBuf,
     /// This process's id (the approval broker's replica id): the owner of the turns it runs.
     pub replica_id: String,
     pub stopping: watch::Receiver<bool>,
@@ -88,6 +92,7 @@ impl App {
             speech: SpeechState::new(parts.speech_limits),
             reported_vision: crate::providers::ReportedVision::default(),
             file_work: Arc::new(tokio::sync::Semaphore::new(1)),
+            upload_room: crate::uploads::UploadRoom::new(parts.upload_spill_dir),
             turns: Turns::new(parts.replica_id),
             store: parts.store,
             broker: parts.broker,

@@ -16,6 +16,7 @@ use llooma_memory_guard::wrap_file;
 use llooma_store::{AddFileError, FileKind, NewFile, SentFile, StoredFile};
 use llooma_types::FileView;
 
+use crate::uploads::{ArrivedUpload, ArrivingUpload};
 use crate::{App, AppError};
 
 /// How large a file a person may send, and how much their files may take in all.
@@ -190,7 +191,7 @@ impl App {
         account_id: &str,
         conversation_id: &str,
         name: &str,
-        bytes: Vec<u8>,
+        body: ArrivingUpload,
     ) -> Result<FileView, AppError> {
         self.conversation(account_id, conversation_id).await?;
         let name = clean_name(name);
@@ -203,6 +204,8 @@ impl App {
                 .acquire()
                 .await
                 .map_err(|_| AppError::Internal("the file queue is closed".to_owned()))?;
+            // Its share of the memory room is given back once its bytes are gone.
+            let ArrivedUpload { bytes, _room: _held } = body.arrived().await?;
             tokio::task::spawn_blocking(move || prepare(&name, &bytes))
                 .await
                 .map_err(|err| AppError::Internal(format!("preparing a file: {err}")))??

@@ -33,6 +33,7 @@ mod setup;
 mod snapshot_cache;
 pub mod speech;
 pub mod turns;
+pub mod uploads;
 
 pub use app::{App, AppParts};
 pub use engine::html;
