@@ -477,6 +477,26 @@ async fn a_local_server_that_reports_vision_gets_images_without_marking() {
     assert_eq!(provider.status, 201, "{provider:?}");
     let provider_id = provider.json["id"].as_str().unwrap().to_owned();
 
+    // A message without images asks the server nothing about images: no round trip before the
+    // turn starts.
+    let words = tab
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "words", "providerId": provider_id, "model": "llama3"}),
+        )
+        .await;
+    let words = words.json["id"].as_str().unwrap().to_owned();
+    model.push(Reply::text("Hello."));
+    let sent = tab
+        .post(&format!("/api/v1/conversations/{words}/messages"), json!({"content": "Hi"}))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let mut events =
+        Events::open(&tab, &format!("/api/v1/conversations/{words}/events"), None).await;
+    assert_eq!(until_end(&mut events).await["state"], "done");
+    let asked: Vec<_> = model.requests().into_iter().map(|r| r.path).collect();
+    assert!(!asked.iter().any(|p| p == "/api/show"), "asked about images: {asked:?}");
+
     // The model list says which sees images, as the server reported it.
     let models = tab.get("/api/v1/models").await;
     let listed = &models.json[0]["models"];
@@ -510,11 +530,11 @@ async fn a_local_server_that_reports_vision_gets_images_without_marking() {
             let mut events =
                 Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
             assert_eq!(until_end(&mut events).await["state"], "done");
-            let content = last_user_content(&model.chat_bodies()[0]);
+            let content = last_user_content(model.chat_bodies().last().unwrap());
             assert!(content[1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/"));
         } else {
             assert_eq!(sent.json["error"], "model_cannot_see_images", "{sent:?}");
-            assert_eq!(model.chat_bodies().len(), 1, "sent to a model that does not see");
+            assert_eq!(model.chat_bodies().len(), 2, "sent to a model that does not see");
         }
     }
 }

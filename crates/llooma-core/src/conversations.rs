@@ -447,22 +447,9 @@ impl App {
         let content = message.content.trim();
         let chosen =
             self.chosen_attachments(account_id, message.resources, message.prompts).await?;
-        let sees_images = match context.provider.as_ref() {
-            Some(provider) => self.sees_images(provider, &model).await,
-            None => false,
-        };
         let files = self
             .message_files(account_id, conversation_id, &message.files, message.replaces.as_deref())
             .await?;
-        if !sees_images && files.iter().any(|f| f.file.kind == llooma_store::FileKind::Image) {
-            return Err(AppError::invalid(
-                "model_cannot_see_images",
-                format!(
-                    "The model {model} does not see images: choose a model that does (an \
-                     administrator marks them under Admin → Providers), or remove the images."
-                ),
-            ));
-        }
         let TurnContext {
             conversation,
             tool_settings: settings,
@@ -480,6 +467,25 @@ impl App {
             Some(_) => by_turn(self.store.sent_files(conversation_id).await?),
             None => HashMap::new(),
         };
+        // Whether the model sees images is asked only when there is one to see: for a model on
+        // this machine or network it may be a question to its server.
+        let is_image = |f: &llooma_store::SentFile| f.file.kind == llooma_store::FileKind::Image;
+        let images_here = files.iter().any(is_image);
+        let sees_images = match provider.as_ref() {
+            Some(provider) if images_here || earlier_files.values().flatten().any(is_image) => {
+                self.sees_images(provider, &model).await
+            }
+            _ => false,
+        };
+        if images_here && !sees_images {
+            return Err(AppError::invalid(
+                "model_cannot_see_images",
+                format!(
+                    "The model {model} does not see images: choose a model that does (an \
+                     administrator marks them under Admin → Providers), or remove the images."
+                ),
+            ));
+        }
         let earlier =
             earlier_messages(read, held, message.replaces.as_deref(), &earlier_files, sees_images)?;
         let first_message = earlier.is_empty();
