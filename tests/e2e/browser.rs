@@ -12,6 +12,32 @@ use serde_json::{Value, json};
 use crate::support::{PASSWORD, Server, Tab, TestDb};
 use driver::Browser;
 
+/// An administrator with a provider of the fake model and `count` conversations on it; returns
+/// the API tab and the conversations' ids.
+pub(crate) async fn with_conversations(
+    server: &Server,
+    model: &FakeModel,
+    count: usize,
+) -> (Tab, Vec<String>) {
+    let mut api = server.tab();
+    api.register("root", PASSWORD).await;
+    let provider = api
+        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
+        .await;
+    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
+    let mut ids = Vec::new();
+    for n in 1..=count {
+        let created = api
+            .post(
+                "/api/v1/conversations",
+                json!({"title": format!("Chat {n}"), "providerId": provider_id, "model": "fake-model"}),
+            )
+            .await;
+        ids.push(created.json["id"].as_str().unwrap().to_owned());
+    }
+    (api, ids)
+}
+
 /// Waits until the API shows what the page was asked to change.
 async fn until_api(tab: &mut Tab, path: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     for _ in 0..100 {

@@ -275,11 +275,7 @@ pub fn wrap(server_label: &str, source: Source<'_>, content: &str, caps: &Caps) 
         content,
         Options { budget: caps.for_kind(kind), mark_role_lines: true },
     );
-    let truncation = body.truncated.then(|| Truncation {
-        total_bytes: content.len(),
-        shown_bytes: body.consumed,
-        cut_bytes: content.len() - body.consumed,
-    });
+    let truncation = body.truncation(content);
 
     let mut closer = format!("{CLOSER_PREFIX}{kind} from server \"{server}\"");
     if let Some(t) = truncation {
@@ -290,14 +286,7 @@ pub fn wrap(server_label: &str, source: Source<'_>, content: &str, caps: &Caps) 
     }
     closer.push_str(MARKER_END);
 
-    let mut text = String::with_capacity(header.len() + body.text.len() + closer.len() + 2);
-    text.push_str(&header);
-    text.push('\n');
-    text.push_str(&body.text);
-    if !body.text.is_empty() && !body.text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(&closer);
+    let text = body.in_block(&header, &closer);
     Wrapped { text, kind, truncation }
 }
 

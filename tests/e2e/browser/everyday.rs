@@ -4,34 +4,8 @@ use llooma_fake_model::{FakeModel, Reply};
 use serde_json::json;
 
 use super::driver::Browser;
-use super::sign_in;
+use super::{sign_in, with_conversations};
 use crate::support::{PASSWORD, Server, Tab, TestDb};
-
-/// An administrator with a provider of the fake model and `count` conversations on it; returns
-/// the API tab and the conversations' ids.
-async fn with_conversations(
-    server: &Server,
-    model: &FakeModel,
-    count: usize,
-) -> (Tab, Vec<String>) {
-    let mut api = server.tab();
-    api.register("root", PASSWORD).await;
-    let provider = api
-        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
-        .await;
-    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
-    let mut ids = Vec::new();
-    for n in 1..=count {
-        let created = api
-            .post(
-                "/api/v1/conversations",
-                json!({"title": format!("Chat {n}"), "providerId": provider_id, "model": "fake-model"}),
-            )
-            .await;
-        ids.push(created.json["id"].as_str().unwrap().to_owned());
-    }
-    (api, ids)
-}
 
 /// Before, each conversation page held two event streams and left pages kept theirs in the
 /// back/forward cache: after a few clicks the browser's six connections to the host were taken

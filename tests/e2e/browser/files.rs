@@ -7,9 +7,9 @@ use llooma_fake_model::{FakeModel, Reply};
 use serde_json::json;
 
 use super::driver::Browser;
-use super::sign_in;
+use super::{sign_in, with_conversations};
 use crate::files::{photo_with_exif, text_pdf};
-use crate::support::{PASSWORD, Server, TestDb};
+use crate::support::{Server, TestDb};
 
 /// How the page receives a file in the test: the three ways a person gives one.
 #[derive(Clone, Copy)]
@@ -55,19 +55,8 @@ async fn browser_photos_and_documents_are_picked_pasted_dropped_and_shown_in_the
     let db = TestDb::new();
     let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
     let base = server.base.clone();
-    let mut api = server.tab();
-    api.register("root", PASSWORD).await;
-    let provider = api
-        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
-        .await;
-    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
-    let created = api
-        .post(
-            "/api/v1/conversations",
-            json!({"title": "Photos", "providerId": provider_id, "model": "fake-model"}),
-        )
-        .await;
-    let id = created.json["id"].as_str().unwrap().to_owned();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
     sign_in(&browser, &base, "root").await;
     browser.goto(&format!("{base}/c/{id}")).await;
     browser.wait_live().await;

@@ -5,11 +5,10 @@
 use std::time::Duration;
 
 use llooma_fake_model::{FakeModel, Reply};
-use serde_json::json;
 
 use super::driver::Browser;
-use super::{sign_in, until_api};
-use crate::support::{PASSWORD, Server, TestDb};
+use super::{sign_in, until_api, with_conversations};
+use crate::support::{Server, TestDb};
 
 /// Waits until `ok` holds, checking every 100 ms.
 async fn until(what: &str, ok: impl Fn() -> bool) {
@@ -34,19 +33,8 @@ async fn browser_dictation_read_aloud_and_voice_mode_with_spoken_turns() {
     let db = TestDb::new();
     let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
     let base = server.base.clone();
-    let mut api = server.tab();
-    api.register("root", PASSWORD).await;
-    let provider = api
-        .post("/api/v1/admin/providers", json!({"name": "Fake", "baseUrl": model.base_url()}))
-        .await;
-    let provider_id = provider.json["id"].as_str().unwrap().to_owned();
-    let created = api
-        .post(
-            "/api/v1/conversations",
-            json!({"title": "Voice", "providerId": provider_id, "model": "fake-model"}),
-        )
-        .await;
-    let id = created.json["id"].as_str().unwrap().to_owned();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
     sign_in(&browser, &base, "root").await;
 
     // With no voice setting, the administrator sees what was found.
