@@ -497,6 +497,45 @@ fn FileUsageTable(usage: llooma_types::FileUsage) -> impl IntoView {
     }
 }
 
+/// One direction of speech: its provider (or "Found automatically") and its model, named
+/// `<name>-provider` and `<name>-model`.
+#[component]
+fn SpeechChoice(
+    what: &'static str,
+    name: &'static str,
+    providers: Vec<ProviderView>,
+    chosen: Option<String>,
+    model: Option<String>,
+    provider_ref: NodeRef<leptos::html::Select>,
+    model_ref: NodeRef<leptos::html::Input>,
+) -> impl IntoView {
+    let options = providers
+        .into_iter()
+        .map(|p| {
+            let selected = chosen.as_deref() == Some(p.id.as_str());
+            view! { <option value=p.id selected=selected>{p.name}</option> }
+        })
+        .collect_view();
+    view! {
+        <label>
+            {format!("{what} provider")}
+            <select node_ref=provider_ref name=format!("{name}-provider")>
+                <option value="" selected=chosen.is_none()>"Found automatically"</option>
+                {options}
+            </select>
+        </label>
+        <label>
+            {format!("{what} model")}
+            <input
+                node_ref=model_ref
+                name=format!("{name}-model")
+                placeholder="found automatically"
+                value=model.unwrap_or_default()
+            />
+        </label>
+    }
+}
+
 /// Voice: which provider and model write down recordings and read replies aloud (each left to
 /// detection unless chosen), the voice, and what is in effect now.
 #[component]
@@ -541,17 +580,6 @@ fn SpeechSettings(
         });
         change("PUT", "/api/v1/admin/speech".into(), body, csrf.clone(), error, HERE);
     };
-    let options = move |chosen: Option<String>| {
-        providers
-            .iter()
-            .map(|p| {
-                let selected = chosen.as_deref() == Some(p.id.as_str());
-                view! { <option value=p.id.clone() selected=selected>{p.name.clone()}</option> }
-            })
-            .collect_view()
-    };
-    let stt_options = options(settings.stt_provider_id.clone());
-    let tts_options = options(settings.tts_provider_id.clone());
     view! {
         <section class="card speech-settings">
             <h2>"Voice"</h2>
@@ -567,38 +595,24 @@ fn SpeechSettings(
                 "Left empty, the first provider whose models include a speech model (whisper-1, gpt-4o-transcribe, tts-1, gpt-4o-mini-tts…) is used. Any OpenAI-compatible audio API works: OpenAI, speaches, LocalAI, vLLM."
             </p>
             <div class="stack">
-                <label>
-                    "Dictation provider"
-                    <select node_ref=stt_provider name="stt-provider">
-                        <option value="" selected=settings.stt_provider_id.is_none()>"Found automatically"</option>
-                        {stt_options}
-                    </select>
-                </label>
-                <label>
-                    "Dictation model"
-                    <input
-                        node_ref=stt_model
-                        name="stt-model"
-                        placeholder="found automatically"
-                        value=settings.stt_model.clone().unwrap_or_default()
-                    />
-                </label>
-                <label>
-                    "Reading-aloud provider"
-                    <select node_ref=tts_provider name="tts-provider">
-                        <option value="" selected=settings.tts_provider_id.is_none()>"Found automatically"</option>
-                        {tts_options}
-                    </select>
-                </label>
-                <label>
-                    "Reading-aloud model"
-                    <input
-                        node_ref=tts_model
-                        name="tts-model"
-                        placeholder="found automatically"
-                        value=settings.tts_model.clone().unwrap_or_default()
-                    />
-                </label>
+                <SpeechChoice
+                    what="Dictation"
+                    name="stt"
+                    providers=providers.clone()
+                    chosen=settings.stt_provider_id.clone()
+                    model=settings.stt_model.clone()
+                    provider_ref=stt_provider
+                    model_ref=stt_model
+                />
+                <SpeechChoice
+                    what="Reading-aloud"
+                    name="tts"
+                    providers=providers
+                    chosen=settings.tts_provider_id.clone()
+                    model=settings.tts_model.clone()
+                    provider_ref=tts_provider
+                    model_ref=tts_model
+                />
                 <label>
                     "Voice (people may choose their own)"
                     <input

@@ -7,6 +7,7 @@ use leptos::prelude::*;
 use llooma_types::FileView;
 
 use crate::api;
+use crate::layout::Sign;
 
 /// What the picker offers; the server decides from the bytes in the end. `image/*` also brings
 /// the camera on a phone.
@@ -212,20 +213,9 @@ pub fn FilePicker(tray: Tray) -> impl IntoView {
                 accept=ACCEPTED
                 on:change=move |ev| tray.add(api::picked_files(&ev))
             />
-            <svg
-                class="sign"
-                viewBox="0 0 24 24"
-                width="18"
-                height="18"
-                aria-hidden="true"
-                fill="none"
-                stroke="currentColor"
-                stroke-width="2"
-                stroke-linecap="round"
-                stroke-linejoin="round"
-            >
+            <Sign class="sign" size=18>
                 <path d="M20.5 11.5l-8.4 8.4a5 5 0 0 1-7.1-7.1l8.8-8.8a3.4 3.4 0 0 1 4.8 4.8l-8.8 8.8a1.8 1.8 0 0 1-2.5-2.5l8-8" />
-            </svg>
+            </Sign>
         </label>
     }
 }
@@ -277,22 +267,12 @@ fn preview(file: Option<&FileView>, name: &str, image: bool) -> impl IntoView + 
     }
 }
 
-/// A page with a folded corner: a document (drawn here: no icon font is assumed).
+/// A page with a folded corner: a document.
 fn doc_sign() -> impl IntoView {
     view! {
-        <svg
-            class="doc-sign"
-            viewBox="0 0 24 24"
-            width="16"
-            height="16"
-            aria-hidden="true"
-            fill="none"
-            stroke="currentColor"
-            stroke-width="2"
-            stroke-linejoin="round"
-        >
+        <Sign class="doc-sign" size=16>
             <path d="M6 2.5h8l4.5 4.5v14.5H6z M14 2.5V7h4.5" />
-        </svg>
+        </Sign>
     }
 }
 

@@ -1,5 +1,5 @@
-//! What every page around its content shares: the bar on top of a signed-in page and the links
-//! between the pages of a section. Below every page module, so pages use it and it uses none of
+//! What every page around its content shares: the bar on top of a signed-in page, the links
+//! between the pages of a section, the small drawn signs on buttons. Below every page module, so pages use it and it uses none of
 //! them.
 
 use leptos::prelude::*;
@@ -60,5 +60,27 @@ pub fn ToolsNav() -> impl IntoView {
             <a href="/settings/tools/discover">"Discover"</a>
             <a href="/settings/tools/mcp/new">"Add by address"</a>
         </nav>
+    }
+}
+
+/// A small line drawing in the colour of the text around it, `size` pixels square on a 24-unit
+/// grid, its strokes as children (drawn here: no icon font is assumed).
+#[component]
+pub fn Sign(class: &'static str, size: u32, children: Children) -> impl IntoView {
+    view! {
+        <svg
+            class=class
+            viewBox="0 0 24 24"
+            width=size
+            height=size
+            aria-hidden="true"
+            fill="none"
+            stroke="currentColor"
+            stroke-width="2"
+            stroke-linecap="round"
+            stroke-linejoin="round"
+        >
+            {children()}
+        </svg>
     }
 }

@@ -8,6 +8,7 @@ use llooma_types::SpeechView;
 use serde_json::json;
 
 use crate::api;
+use crate::layout::Sign;
 use crate::media::{self, Recording};
 
 /// Where the voice controls are.
@@ -207,23 +208,13 @@ impl Voice {
     }
 }
 
-/// A microphone, drawn (no icon font is assumed).
+/// A microphone.
 fn mic_sign() -> impl IntoView {
     view! {
-        <svg
-            class="sign"
-            viewBox="0 0 24 24"
-            width="18"
-            height="18"
-            aria-hidden="true"
-            fill="none"
-            stroke="currentColor"
-            stroke-width="2"
-            stroke-linecap="round"
-        >
+        <Sign class="sign" size=18>
             <rect x="9" y="3" width="6" height="11" rx="3" />
             <path d="M5.5 11a6.5 6.5 0 0 0 13 0 M12 17.5V21" />
-        </svg>
+        </Sign>
     }
 }
 
