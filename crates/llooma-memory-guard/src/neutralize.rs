@@ -302,30 +302,6 @@ impl Out {
     }
 }
 
-impl Neutralized {
-    /// How much of `input` (the text this was made from) was cut, when it was.
-    pub(crate) fn truncation(&self, input: &str) -> Option<crate::wrap::Truncation> {
-        self.truncated.then(|| crate::wrap::Truncation {
-            total_bytes: input.len(),
-            shown_bytes: self.consumed,
-            cut_bytes: input.len() - self.consumed,
-        })
-    }
-
-    /// `header`, this text (ending with a line break when there is any) and `closer`: a block.
-    pub(crate) fn in_block(&self, header: &str, closer: &str) -> String {
-        let mut block = String::with_capacity(header.len() + self.text.len() + closer.len() + 2);
-        block.push_str(header);
-        block.push('\n');
-        block.push_str(&self.text);
-        if !self.text.is_empty() && !self.text.ends_with('\n') {
-            block.push('\n');
-        }
-        block.push_str(closer);
-        block
-    }
-}
-
 /// Defuses `input` (see the module docs), stopping before the output would exceed the budget.
 /// The output is always valid UTF-8 and never ends inside a replacement.
 pub(crate) fn neutralize(input: &str, options: Options) -> Neutralized {

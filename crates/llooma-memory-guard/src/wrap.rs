@@ -5,7 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::GuardError;
-use crate::neutralize::{self, Options};
+use crate::neutralize::{self, Neutralized, Options};
 
 /// The ways an MCP server answers within a turn. Any of them closes memory for the rest of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -193,6 +193,30 @@ pub struct Truncation {
     pub shown_bytes: usize,
     /// Bytes of what the server sent that were cut.
     pub cut_bytes: usize,
+}
+
+impl Neutralized {
+    /// How much of `input` (the text this was made from) was cut, when it was.
+    pub(crate) fn truncation(&self, input: &str) -> Option<Truncation> {
+        self.truncated.then(|| Truncation {
+            total_bytes: input.len(),
+            shown_bytes: self.consumed,
+            cut_bytes: input.len() - self.consumed,
+        })
+    }
+
+    /// `header`, this text (ending with a line break when there is any) and `closer`: a block.
+    pub(crate) fn in_block(&self, header: &str, closer: &str) -> String {
+        let mut block = String::with_capacity(header.len() + self.text.len() + closer.len() + 2);
+        block.push_str(header);
+        block.push('\n');
+        block.push_str(&self.text);
+        if !self.text.is_empty() && !self.text.ends_with('\n') {
+            block.push('\n');
+        }
+        block.push_str(closer);
+        block
+    }
 }
 
 /// Server-written text, wrapped and ready for the model.
