@@ -37,6 +37,7 @@ mod m0019_history_version;
 mod m0020_checks_without_lists;
 mod m0021_files;
 mod m0022_speech;
+mod m0023_tool_hints;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -67,6 +68,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0020_checks_without_lists::Migration),
             Box::new(m0021_files::Migration),
             Box::new(m0022_speech::Migration),
+            Box::new(m0023_tool_hints::Migration),
         ]
     }
 }

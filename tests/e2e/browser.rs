@@ -1299,3 +1299,67 @@ async fn browser_a_reload_shows_every_reply_s_timeline_as_it_was_shown_live() {
     let console = browser.console().await;
     assert!(!console.contains("cannot be read"), "{console}");
 }
+
+/// What a server says of its tool is on the card, in a person's words, with the reminder that
+/// these are the server's claims: live, after a reload, and on a phone.
+#[tokio::test]
+async fn browser_a_card_says_what_the_server_claims_of_its_tool() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
+    let added = api.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()}));
+    let added = added.await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let turn_on = crate::conversations::model_name_in(&added.json, "home-assistant-turn_on");
+    let turn_off = crate::conversations::model_name_in(&added.json, "home-assistant-turn_off");
+    let path = format!("/api/v1/conversations/{id}");
+    let on = api.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
+    assert_eq!(on.status, 200, "{on:?}");
+    model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
+    model.push(Reply::tool_call(&turn_off, json!({"entity_id": "light.hall"})));
+    model.push(Reply::text("Both done."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "kitchen on, hall off").await;
+    browser.click("button.send").await;
+
+    // Switching on: the title, and what the server says, worded; the reminder after it.
+    let card = browser.wait_text(".card.approval", "home-assistant-turn_on").await;
+    assert!(card.contains("(Switch a device on)"), "{card}");
+    let hints = browser.text(".card.approval .hints").await;
+    for said in [
+        "It says it only adds: it deletes nothing.",
+        "It says running it twice does no more than running it once.",
+        "It says it stays within its own server.",
+        "(The server describes its own tool: its claims allow nothing by themselves.)",
+    ] {
+        assert!(hints.contains(said), "{said:?} missing from {hints:?}");
+    }
+    // Still there after a reload, and it fits the phone.
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.wait_text(".card.approval .hints", "It says it only adds").await;
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the card does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.click(".card.approval button.allow").await;
+
+    // Switching off: the server says it may delete or overwrite, and that stands out.
+    let card = browser.wait_text(".card.approval", "home-assistant-turn_off").await;
+    assert!(card.contains("(Switch a device off)"), "{card}");
+    browser
+        .wait_text(".card.approval .hint.destructive", "It says it may delete or overwrite things.")
+        .await;
+    browser.screenshot("approval-card-hints-phone").await;
+    browser.click(".card.approval button.refuse").await;
+    browser.wait_gone(".card.approval").await;
+}

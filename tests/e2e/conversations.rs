@@ -433,6 +433,12 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     assert_eq!(card["toolName"], "home-assistant-turn_on");
     assert_eq!(card["toolDescription"], "Turn on a device.");
     assert_eq!(card["argumentsJson"], r#"{"entity_id":"light.kitchen"}"#);
+    // What the server says of its tool, as it said it (a claim, shown, never acted on), also
+    // after a reload.
+    let hints = json!({"title": "Switch a device on", "destructive": false, "idempotent": true,
+                       "openWorld": false});
+    assert_eq!(card["toolHints"], hints);
+    assert_eq!(tab.get("/api/v1/approvals").await.json[0]["toolHints"], hints);
     let call_id = card["id"].as_str().unwrap().to_owned();
     let allowed =
         tab.post(&format!("/api/v1/approvals/{call_id}/answer"), json!({"choice": "allow"})).await;

@@ -47,6 +47,7 @@ fn new_call(account: &str, n: usize) -> NewCall {
         model_tool_name: "mcp_home_lights".into(),
         tool_description: "Switches the lights of one room on or off.".into(),
         tool_definition_hash: "0".repeat(64),
+        tool_hints_json: None,
         arguments: json!({"room": format!("room-{n}"), "on": n.is_multiple_of(2), "level": 0.5}),
     }
 }

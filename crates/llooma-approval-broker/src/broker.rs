@@ -359,6 +359,7 @@ impl<S: ApprovalPort> Inner<S> {
             tool_name: new.tool_name,
             model_tool_name: new.model_tool_name,
             tool_description: new.tool_description,
+            tool_hints_json: new.tool_hints_json,
             tool_definition_hash: new.tool_definition_hash,
             arguments_json,
             arguments_sha256,

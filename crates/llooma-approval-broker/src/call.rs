@@ -83,6 +83,8 @@ pub struct NewCall {
     pub tool_description: String,
     /// `llooma_consent::tool_definition_hash` of the catalogued definition.
     pub tool_definition_hash: String,
+    /// What the server says of the tool (title and hints) as JSON, shown on the card.
+    pub tool_hints_json: Option<String>,
     /// The arguments the model asked for.
     pub arguments: Value,
 }
@@ -101,6 +103,7 @@ pub struct PendingCall {
     pub model_tool_name: String,
     pub tool_description: String,
     pub tool_definition_hash: String,
+    pub tool_hints_json: Option<String>,
     /// The exact arguments shown, as canonical JSON (sorted keys, no insignificant whitespace).
     pub arguments_json: String,
     /// SHA-256 (hex) of `arguments_json`.
@@ -138,6 +141,8 @@ impl PendingCall {
             tool_name: self.tool_name.clone(),
             model_tool_name: self.model_tool_name.clone(),
             tool_description: self.tool_description.clone(),
+            // Written by the instance when the card was made; a row it cannot read shows none.
+            tool_hints: self.tool_hints_json.as_deref().and_then(|j| serde_json::from_str(j).ok()),
             arguments_json: self.arguments_json.clone(),
             created_at_ms: self.created_at_ms,
             deadline_ms: self.deadline_ms,
@@ -158,6 +163,9 @@ pub struct ApprovalCard {
     pub tool_name: String,
     pub model_tool_name: String,
     pub tool_description: String,
+    /// What the server says of the tool (title and hints): its claims, not facts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_hints: Option<Value>,
     /// Canonical JSON of the arguments, exactly what will be sent.
     pub arguments_json: String,
     pub created_at_ms: i64,

@@ -224,6 +224,7 @@ fn new_call(account: &str) -> NewCall {
         model_tool_name: "mcp_home_lights_off".into(),
         tool_description: "Turns the lights off".into(),
         tool_definition_hash: "def".into(),
+        tool_hints_json: None,
         arguments: json!({"room": "kitchen", "dim": 0}),
     }
 }

@@ -821,6 +821,7 @@ impl App {
                     .and_then(|a| a.get("readOnlyHint"))
                     .and_then(serde_json::Value::as_bool)
                     .unwrap_or(false),
+                hints: llooma_types::ToolHints::new(def.title.as_deref(), def.annotations.as_ref()),
             });
         }
         let offering: std::collections::HashSet<&str> =

@@ -598,6 +598,7 @@ mod tests {
             arguments_json: "{}".into(),
             created_at_ms: 1,
             deadline_ms: 2,
+            tool_hints: None,
         };
         let settled = Step {
             call_id: Some("c1".into()),
@@ -675,6 +676,7 @@ mod tests {
                     arguments_json: "{}".into(),
                     created_at_ms: 1,
                     deadline_ms: 2,
+                    tool_hints: None,
                 },
             }),
             TurnEvent::Choices(ChoicesShown {

@@ -617,6 +617,58 @@ pub struct ApprovalCardView {
     pub created_at_ms: i64,
     /// After this the call expires unanswered.
     pub deadline_ms: i64,
+    /// What the server says of the tool (its annotations); absent when it says nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_hints: Option<ToolHints>,
+}
+
+/// What a server says of one of its tools (the tool's `annotations`), as a card shows it: the
+/// server's claims about its own tool, never facts, and they allow nothing by themselves. A
+/// claim the server leaves out is absent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolHints {
+    /// A name for people (the tool's `title`, else `annotations.title`), at most
+    /// [`ToolHints::MAX_TITLE_CHARS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// `readOnlyHint`: the tool only reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// `destructiveHint`: the tool may delete or overwrite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// `idempotentHint`: calling it again with the same arguments does nothing more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`: the tool reaches beyond the server (the web, other people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+impl ToolHints {
+    /// The longest title kept.
+    pub const MAX_TITLE_CHARS: usize = 120;
+
+    /// A tool's title and the hints in its `annotations`, as its server sent them; None when
+    /// it says none of them.
+    pub fn new(title: Option<&str>, annotations: Option<&serde_json::Value>) -> Option<ToolHints> {
+        let annotations = annotations.and_then(serde_json::Value::as_object);
+        let claim =
+            |key: &str| annotations.and_then(|a| a.get(key)).and_then(serde_json::Value::as_bool);
+        let title = title
+            .or_else(|| annotations?.get("title")?.as_str())
+            .map(|t| t.trim().chars().take(Self::MAX_TITLE_CHARS).collect::<String>())
+            .filter(|t| !t.is_empty());
+        let hints = ToolHints {
+            title,
+            read_only: claim("readOnlyHint"),
+            destructive: claim("destructiveHint"),
+            idempotent: claim("idempotentHint"),
+            open_world: claim("openWorldHint"),
+        };
+        (hints != ToolHints::default()).then_some(hints)
+    }
 }
 
 /// What a bot is shown of the room (a setting; also part of its card).

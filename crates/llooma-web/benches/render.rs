@@ -40,6 +40,7 @@ fn page(messages: usize) -> Page {
         arguments_json: r#"{"message":"hello"}"#.into(),
         created_at_ms: 0,
         deadline_ms: 120_000,
+        tool_hints: None,
     };
     Page::Conversation {
         me: Me {

@@ -16,6 +16,7 @@ use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
+use crate::review::said_of_tool;
 use crate::sidebar::ConversationList;
 use crate::voice::{DictateButton, ReadAloudButton, Voice, VoiceModeBar, VoiceState};
 use crate::{api, stream};
@@ -1462,6 +1463,11 @@ fn ApprovalCard(
                 <span class="server">{card.server_label.clone()}</span>
                 " wants to run "
                 <b class="tool">{card.tool_name.clone()}</b>
+                {card
+                    .tool_hints
+                    .as_ref()
+                    .and_then(|h| h.title.clone())
+                    .map(|title| view! { <span class="tool-title">{format!(" ({title})")}</span> })}
             </header>
             {elsewhere
                 .then(|| {
@@ -1475,6 +1481,22 @@ fn ApprovalCard(
                     }
                 })}
             <p class="description">{card.tool_description.clone()}</p>
+            {card.tool_hints.as_ref().map(said_of_tool).filter(|said| !said.is_empty()).map(|said| {
+                let said = said
+                    .into_iter()
+                    .map(|(class, sentence)| {
+                        view! { <span class=format!("hint {class}")>{sentence}</span> " " }
+                    })
+                    .collect_view();
+                view! {
+                    <p class="hints">
+                        {said}
+                        <span class="hint-note">
+                            "(The server describes its own tool: its claims allow nothing by themselves.)"
+                        </span>
+                    </p>
+                }
+            })}
             <p class="args-label">"Arguments, exactly as they will be sent:"</p>
             <pre class="args" tabindex="0">{pretty(&card.arguments_json)}</pre>
             <p class="countdown">{countdown}</p>

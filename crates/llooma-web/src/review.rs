@@ -6,7 +6,7 @@
 
 use leptos::either::Either;
 use leptos::prelude::*;
-use llooma_types::{ADD_SERVERS_REFUSED, McpGroupView, McpTestReport, McpToolView};
+use llooma_types::{ADD_SERVERS_REFUSED, McpGroupView, McpTestReport, McpToolView, ToolHints};
 use serde_json::{Value, json};
 
 use crate::api;
@@ -38,13 +38,41 @@ impl Claim {
     }
 }
 
-/// The three claims a review shows: (what, css class, claim).
-pub fn claims(annotations: Option<&Value>) -> [(&'static str, &'static str, Claim); 3] {
+/// The four claims a review shows: (what, css class, claim).
+pub fn claims(annotations: Option<&Value>) -> [(&'static str, &'static str, Claim); 4] {
     [
         ("read-only", "read-only", Claim::of(annotations, "readOnlyHint")),
         ("destructive", "destructive", Claim::of(annotations, "destructiveHint")),
+        ("repeatable", "idempotent", Claim::of(annotations, "idempotentHint")),
         ("open world", "open-world", Claim::of(annotations, "openWorldHint")),
     ]
+}
+
+/// What a server says of a tool, in a person's words, for an approval card: (css class,
+/// sentence). Only what the server said; a tool that says it only reads is not also said to
+/// delete.
+pub fn said_of_tool(hints: &ToolHints) -> Vec<(&'static str, &'static str)> {
+    let mut said = Vec::new();
+    match (hints.read_only, hints.destructive) {
+        (Some(true), _) => said.push(("read-only", "It says it only reads: it changes nothing.")),
+        (_, Some(true)) => {
+            said.push(("destructive", "It says it may delete or overwrite things."));
+        }
+        (_, Some(false)) => said.push(("additive", "It says it only adds: it deletes nothing.")),
+        _ => {}
+    }
+    if hints.idempotent == Some(true) && hints.read_only != Some(true) {
+        said.push(("idempotent", "It says running it twice does no more than running it once."));
+    }
+    match hints.open_world {
+        Some(true) => said.push((
+            "open-world",
+            "It says it reaches beyond its server: the web, other services or people.",
+        )),
+        Some(false) => said.push(("closed-world", "It says it stays within its own server.")),
+        None => {}
+    }
+    said
 }
 
 /// One argument of a tool, from its input schema.
@@ -362,7 +390,34 @@ mod tests {
         assert_eq!(claims[0].2, Claim::Yes);
         assert_eq!(claims[1].2, Claim::No);
         assert_eq!(claims[2].2, Claim::Unknown);
+        assert_eq!(claims[3].2, Claim::Unknown);
         assert!(super::claims(None).iter().all(|c| c.2 == Claim::Unknown));
+    }
+
+    #[test]
+    fn a_card_says_only_what_the_server_said_in_words() {
+        let hints = |read_only, destructive, idempotent, open_world| ToolHints {
+            title: None,
+            read_only,
+            destructive,
+            idempotent,
+            open_world,
+        };
+        let classes = |h: ToolHints| said_of_tool(&h).into_iter().map(|s| s.0).collect::<Vec<_>>();
+        assert!(classes(hints(None, None, None, None)).is_empty());
+        // A read-only tool is not also said to delete (the protocol's default for
+        // destructiveHint is true, which means nothing for a tool that only reads).
+        assert_eq!(classes(hints(Some(true), Some(true), Some(true), None)), ["read-only"]);
+        assert_eq!(
+            classes(hints(Some(false), Some(true), Some(true), Some(true))),
+            ["destructive", "idempotent", "open-world"]
+        );
+        assert_eq!(
+            classes(hints(None, Some(false), None, Some(false))),
+            ["additive", "closed-world"]
+        );
+        let said = said_of_tool(&hints(None, Some(true), None, None));
+        assert_eq!(said[0].1, "It says it may delete or overwrite things.");
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct McpTool {
     pub definition_hash: String,
     /// The server's own `readOnlyHint` (shown, never trusted).
     pub read_only_hint: bool,
+    /// What the server says of the tool (title and hints), for the card: its claims.
+    pub hints: Option<llooma_types::ToolHints>,
 }
 
 /// A resource an MCP server listed (from its stored snapshot), readable in this turn.
@@ -462,6 +464,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             model_tool_name: tool.model_name.clone(),
             tool_description: tool.description.clone(),
             tool_definition_hash: tool.definition_hash.clone(),
+            tool_hints_json: tool.hints.as_ref().and_then(|h| serde_json::to_string(h).ok()),
             arguments: arguments.clone(),
         };
         let gate = gate(self.context);
@@ -610,6 +613,7 @@ fn card_view(card: llooma_approval_broker::ApprovalCard) -> ApprovalCardView {
         arguments_json: card.arguments_json,
         created_at_ms: card.created_at_ms,
         deadline_ms: card.deadline_ms,
+        tool_hints: card.tool_hints.and_then(|hints| serde_json::from_value(hints).ok()),
     }
 }
 

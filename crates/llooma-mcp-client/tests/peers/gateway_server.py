@@ -15,6 +15,7 @@ import sys
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
 
 port = int(sys.argv[1])
 token = sys.argv[2] if len(sys.argv) > 2 else None
@@ -36,12 +37,21 @@ def list_rooms() -> list[str]:
     return ["general", "random"]
 
 
-@server.tool(name="home-assistant-turn_on", description="Turn on a device.")
+@server.tool(
+    name="home-assistant-turn_on",
+    title="Switch a device on",
+    description="Turn on a device.",
+    annotations=ToolAnnotations(destructiveHint=False, idempotentHint=True, openWorldHint=False),
+)
 def turn_on(entity_id: str) -> str:
     return f"{entity_id} is on"
 
 
-@server.tool(name="home-assistant-turn_off", description="Turn off a device.")
+@server.tool(
+    name="home-assistant-turn_off",
+    description="Turn off a device.",
+    annotations=ToolAnnotations(title="Switch a device off", destructiveHint=True),
+)
 def turn_off(entity_id: str) -> str:
     return f"{entity_id} is off"
 

@@ -94,6 +94,7 @@ pub fn new_call(account_id: &str, arguments: serde_json::Value) -> NewCall {
         model_tool_name: "mcp_mail_send_mail".into(),
         tool_description: "Sends a mail".into(),
         tool_definition_hash: definition_hash(),
+        tool_hints_json: None,
         arguments,
     }
 }
