@@ -815,12 +815,6 @@ impl App {
                 description: def.description.clone().unwrap_or_default(),
                 input_schema: def.input_schema.clone(),
                 definition_hash: def.hash.clone(),
-                read_only_hint: def
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get("readOnlyHint"))
-                    .and_then(serde_json::Value::as_bool)
-                    .unwrap_or(false),
                 hints: llooma_types::ToolHints::new(def.title.as_deref(), def.annotations.as_ref()),
             });
         }

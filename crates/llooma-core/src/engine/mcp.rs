@@ -35,9 +35,8 @@ pub struct McpTool {
     pub input_schema: Value,
     /// The catalogued definition's hash: what consent and the card are tied to.
     pub definition_hash: String,
-    /// The server's own `readOnlyHint` (shown, never trusted).
-    pub read_only_hint: bool,
-    /// What the server says of the tool (title and hints), for the card: its claims.
+    /// What the server says of the tool (title and hints), shown on the card: its claims,
+    /// never trusted.
     pub hints: Option<llooma_types::ToolHints>,
 }
 
@@ -489,7 +488,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     tool_definition_hash: &tool.definition_hash,
                     arguments: &arguments,
                     risk: None,
-                    read_only_hint: tool.read_only_hint,
+                    read_only_hint: tool.hints.as_ref().and_then(|h| h.read_only) == Some(true),
                 },
             )
         });
