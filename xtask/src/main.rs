@@ -43,7 +43,8 @@ commands:
   fake-model [args]  an OpenAI-compatible model server that echoes (or follows a script), to try
                      Llooma with no provider: `cargo xtask fake-model --port 8090`
   conformance        the official MCP conformance suite (client scenarios initialize,
-                     tools_call, sse-retry) against our MCP client
+                     tools_call, sse-retry, elicitation-sep1034-client-defaults)
+                     against our MCP client
   deny-db            prepare the offline RustSec advisory database from ../shared/advisory-db
   deny               `cargo deny check` (installs cargo-deny if missing): offline with deny-db
                      when ../shared/advisory-db exists, else cargo-deny fetches the database

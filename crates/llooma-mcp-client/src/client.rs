@@ -9,6 +9,7 @@ use rmcp::model::JsonObject;
 use serde_json::Value;
 use url::Url;
 
+use crate::ask::Asker;
 use crate::config::McpConfig;
 use crate::error::McpError;
 use crate::model::{ProbeReport, ProbeTool, ServerDescription, Snapshot, ToolList, ToolResult};
@@ -113,6 +114,21 @@ impl McpClient {
         name: &str,
         arguments: Value,
     ) -> Result<ToolResult, McpError> {
+        self.call_tool_asking(server, url, token, name, arguments, None).await
+    }
+
+    /// [`McpClient::call_tool_for`], with the questions the server asks during the call
+    /// (`elicitation/create`, or `input_required` on 2026-07-28) sent to `asker`; with none,
+    /// they are declined.
+    pub async fn call_tool_asking(
+        &self,
+        server: &str,
+        url: &str,
+        token: Option<&Secret>,
+        name: &str,
+        arguments: Value,
+        asker: Option<Asker>,
+    ) -> Result<ToolResult, McpError> {
         // Checked before any session is taken: such a call is never sent.
         let mut arguments = object_arguments(name, arguments)?;
         let key = Key::new(server, url, token);
@@ -134,7 +150,7 @@ impl McpClient {
             } else {
                 std::mem::take(&mut arguments)
             };
-            match call_on(&lease, name, sent).await {
+            match call_on(&lease, name, sent, asker.clone()).await {
                 Ok(result) => {
                     lease.give_back();
                     return Ok(result);
@@ -183,9 +199,10 @@ async fn call_on(
     lease: &Lease,
     name: &str,
     arguments: Option<JsonObject>,
+    asker: Option<Asker>,
 ) -> Result<ToolResult, (McpError, Fault)> {
     match lease.session() {
-        Some(session) => session.call(name, arguments).await,
+        Some(session) => session.call(name, arguments, asker).await,
         None => Err((
             McpError::Disconnected { url: String::new(), detail: "no session".to_owned() },
             Fault::Broken,

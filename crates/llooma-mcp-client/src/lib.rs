@@ -21,6 +21,7 @@
 //! Must never: speak stdio or start a process; build an HTTP client of its own; name a
 //! model-facing tool (that is `llooma-tool-naming`'s job: names here are the server's own).
 
+mod ask;
 mod canonical;
 mod client;
 mod config;
@@ -31,6 +32,10 @@ mod pool;
 mod session;
 pub mod template;
 
+pub use ask::{
+    Asker, MAX_QUESTION_MESSAGE_BYTES, MAX_QUESTION_SCHEMA_BYTES, QuestionAnswer, ServerQuestion,
+    with_defaults,
+};
 pub use canonical::{canonical_json, definition_hash};
 pub use client::{McpClient, probe};
 pub use config::{Limits, McpConfig, TRUNCATION_MARKER};

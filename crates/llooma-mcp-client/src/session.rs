@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use llooma_net::NetClient;
@@ -11,15 +11,17 @@ use llooma_vault::Secret;
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, GetPromptRequest, GetPromptRequestParams, Implementation,
-    JsonObject, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
-    ListToolsRequest, PaginatedRequestParams, ProtocolVersion, ReadResourceRequest,
-    ReadResourceRequestParams, RequestId, ServerResult, SubscriptionFilter,
+    ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
+    ElicitationCapability, FormElicitationCapability, GetPromptRequest, GetPromptRequestParams,
+    Implementation, InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
+    ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
+    ProgressNotificationParam, ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams,
+    RequestId, ServerResult, SubscriptionFilter,
 };
 use rmcp::service::MaybeSendFuture;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
-    RoleClient, RunningService,
+    RequestContext, RoleClient, RunningService,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::SseRetryPolicy;
@@ -29,6 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use url::Url;
 
+use crate::ask::{self, Asker};
 use crate::canonical::truncate;
 use crate::config::{McpConfig, TRUNCATION_MARKER};
 use crate::error::{self, Context, McpError};
@@ -36,6 +39,10 @@ use crate::http::{McpHttp, StreamCuts};
 
 /// A session's running service, its tool-change signal, and its record of cut answers.
 type Handshaken = (RunningService<RoleClient, Handler>, Arc<watch::Sender<u64>>, Arc<StreamCuts>);
+
+/// Most `input_required` rounds one call may go through before it is given up (a server that
+/// keeps asking is not answered forever).
+const MAX_INPUT_ROUNDS: usize = 10;
 use crate::model::{
     Budget, ContentItem, Note, PromptMessage, PromptResult, ResourceContents, ServerDescription,
     Snapshot, ToolList, ToolResult, prompt_from_json, resource_from_json, template_from_json,
@@ -114,7 +121,11 @@ async fn handshake(
     let http = McpHttp { net: net.clone(), cuts: Arc::clone(&cut) };
     let transport = StreamableHttpClientTransport::with_client(http, transport_config);
     let (changes_tx, _) = watch::channel(0_u64);
-    let handler = Handler { info: client_info(), tool_changes: Arc::new(changes_tx) };
+    let handler = Handler {
+        info: client_info(),
+        tool_changes: Arc::new(changes_tx),
+        call: CallSlot::default(),
+    };
     let tool_changes = Arc::clone(&handler.tool_changes);
     let cx = Context {
         url: shown,
@@ -156,11 +167,13 @@ pub(crate) fn redact(url: &str) -> String {
 fn client_info() -> ClientConfig {
     // The version offered by a plain `initialize` (the fallback path); `server/discover`
     // offers the preferred versions of ClientLifecycleMode::Auto instead.
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("llooma", env!("CARGO_PKG_VERSION")),
-    )
-    .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    // Form questions are offered on every session: a call made with nobody to ask (a bot)
+    // declines them, which the protocol provides for.
+    let mut capabilities = ClientCapabilities::default();
+    capabilities.elicitation =
+        Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+    ClientConfig::new(capabilities, Implementation::new("llooma", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
 
 fn describe(peer: &Peer<RoleClient>, config: &McpConfig) -> ServerDescription {
@@ -203,14 +216,85 @@ impl SseRetryPolicy for CappedRetry {
     }
 }
 
-/// Receives the server's notifications.
+/// What the handler knows of the call running on its session (a session carries one call at
+/// a time: see the pool's `Lease`).
+#[derive(Debug, Clone, Default)]
+struct CallSlot {
+    /// Who the running call's questions go to; none: they are declined.
+    asker: Arc<std::sync::Mutex<Option<Asker>>>,
+    /// Questions being put to the person now: the call's idle timer stands still meanwhile.
+    asking: Arc<AtomicUsize>,
+    /// Goes up with each progress notification and each answered question: the server is
+    /// still at work, so the call's idle timer starts again.
+    activity: Arc<watch::Sender<u64>>,
+}
+
+impl CallSlot {
+    fn asker(&self) -> Option<Asker> {
+        self.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn lend(&self, asker: Option<Asker>) -> Lent<'_> {
+        *self.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = asker;
+        Lent(self)
+    }
+
+    fn stirred(&self) {
+        self.activity.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Puts one question to the call's asker, the idle timer held meanwhile.
+    async fn put(&self, params: ElicitRequestParams) -> Result<ElicitResult, rmcp::ErrorData> {
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params
+        else {
+            // Only form questions are offered (the capability says so).
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+        let asker = self.asker();
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        let answer = ask::put(asker.as_ref(), message, schema).await;
+        self.asking.fetch_sub(1, Ordering::SeqCst);
+        self.stirred();
+        answer
+    }
+}
+
+/// The asker lent to a call, taken back when the call ends however it ends.
+struct Lent<'a>(&'a CallSlot);
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        *self.0.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
+}
+
+/// Receives the server's notifications and requests.
 #[derive(Debug, Clone)]
 struct Handler {
     info: ClientConfig,
     tool_changes: Arc<watch::Sender<u64>>,
+    call: CallSlot,
 }
 
 impl ClientHandler for Handler {
+    fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_ {
+        self.call.put(request)
+    }
+
+    fn on_progress(
+        &self,
+        _params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.call.stirred();
+        std::future::ready(())
+    }
+
     fn on_tool_list_changed(
         &self,
         _context: NotificationContext<RoleClient>,
@@ -597,41 +681,146 @@ impl McpSession {
     }
 
     /// Calls a tool by the server's own name with `arguments` (a JSON object, or null for
-    /// none). Waits [`McpConfig::call_timeout`], started again by each progress notification,
-    /// at most [`McpConfig::max_call_timeout`].
+    /// none). Waits [`McpConfig::call_timeout`], started again by each progress notification
+    /// and held while a question is put to the person, at most [`McpConfig::max_call_timeout`].
+    /// The server's questions are declined (see [`McpSession::call_tool_asking`]).
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolResult, McpError> {
-        let arguments = object_arguments(name, arguments)?;
-        self.call(name, arguments).await.map_err(|(e, _)| e)
+        self.call_tool_asking(name, arguments, None).await
     }
 
-    /// `tools/call`, and on failure what became of the session.
+    /// [`McpSession::call_tool`], with the server's questions during the call put to `asker`.
+    pub async fn call_tool_asking(
+        &self,
+        name: &str,
+        arguments: Value,
+        asker: Option<Asker>,
+    ) -> Result<ToolResult, McpError> {
+        let arguments = object_arguments(name, arguments)?;
+        self.call(name, arguments, asker).await.map_err(|(e, _)| e)
+    }
+
+    /// `tools/call`, and on failure what became of the session. On 2026-07-28 a server may
+    /// answer `input_required`: its questions are put to `asker` and the call sent again with
+    /// the answers, at most [`MAX_INPUT_ROUNDS`] times.
     pub(crate) async fn call(
         &self,
         name: &str,
         arguments: Option<JsonObject>,
+        asker: Option<Asker>,
     ) -> Result<ToolResult, (McpError, Fault)> {
+        let slot = &self.service.service().call;
+        let _lent = slot.lend(asker);
         let mut params = CallToolRequestParams::new(name.to_owned());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options = PeerRequestOptions::with_timeout(self.config.call_timeout)
-            .reset_timeout_on_progress()
-            .with_max_total_timeout(self.config.max_call_timeout);
         let operation = format!("tools/call {}", crate::canonical::excerpt(name, 80));
-        let result =
-            self.request_classified(request, &operation, options, self.config.call_timeout).await?;
-        let ServerResult::CallToolResult(result) = result else {
-            return Err((
-                McpError::Protocol {
-                    url: self.url.clone(),
-                    detail: "the reply to tools/call is not a tool result".to_owned(),
-                },
-                Fault::Broken,
-            ));
-        };
-        let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
-        Ok(self.tool_result(&raw))
+        let protocol =
+            |detail: String| (McpError::Protocol { url: self.url.clone(), detail }, Fault::Broken);
+        for round in 0..MAX_INPUT_ROUNDS {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
+            // The idle limit is kept here rather than by rmcp: it must stand still while the
+            // person is answering one of the server's questions.
+            let options = PeerRequestOptions::no_options()
+                .with_max_total_timeout(self.config.max_call_timeout);
+            let sent =
+                self.request_classified(request, &operation, options, self.config.call_timeout);
+            let result = self.idle_bounded(sent, &operation).await?;
+            let required = match result {
+                ServerResult::CallToolResult(result) => {
+                    let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
+                    return Ok(self.tool_result(&raw));
+                }
+                ServerResult::InputRequiredResult(required) => required,
+                _ => {
+                    return Err(protocol("the reply to tools/call is not a tool result".to_owned()));
+                }
+            };
+            let requests = required.input_requests.unwrap_or_default();
+            if requests.is_empty() && required.request_state.is_none() {
+                return Err(protocol("the server asked for input but named none".to_owned()));
+            }
+            if requests.is_empty() {
+                // Only its state back: the server is busy. Wait a little longer each time.
+                let pause = Duration::from_millis(250).saturating_mul(1 << round.min(4));
+                tokio::time::sleep(pause).await;
+            }
+            params.input_responses = self.fulfil(requests).await.map_err(protocol)?;
+            params.request_state = required.request_state;
+        }
+        Err(protocol(format!(
+            "the server still asked for input after {MAX_INPUT_ROUNDS} rounds; the call was given up"
+        )))
+    }
+
+    /// The answers to an `input_required` result's requests, one at a time (a person answers
+    /// one card after another).
+    async fn fulfil(&self, requests: InputRequests) -> Result<Option<InputResponses>, String> {
+        let slot = &self.service.service().call;
+        let mut responses = InputResponses::new();
+        for (key, request) in requests {
+            let response = match request {
+                InputRequest::Elicitation(request) => {
+                    let answer = slot.put(request.params).await.map_err(|err| {
+                        format!("its question could not be put to the person: {}", err.message)
+                    })?;
+                    serde_json::to_value(answer).map_err(|err| err.to_string())?
+                }
+                InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
+                InputRequest::CreateMessage(_) => {
+                    return Err(
+                        "the server asked for a model's completion (sampling), which this \
+                                client did not offer"
+                            .to_owned(),
+                    );
+                }
+                _ => {
+                    return Err(
+                        "the server asked for a kind of input this client does not know".to_owned()
+                    );
+                }
+            };
+            responses.insert(key, response);
+        }
+        Ok((!responses.is_empty()).then_some(responses))
+    }
+
+    /// Waits for `request`, giving up after [`McpConfig::call_timeout`] without a word from
+    /// the server (a progress notification, an answered question), never while a question
+    /// waits for the person. Giving up drops the request, which tells the server.
+    async fn idle_bounded<T>(
+        &self,
+        request: impl Future<Output = Result<T, (McpError, Fault)>>,
+        operation: &str,
+    ) -> Result<T, (McpError, Fault)> {
+        let slot = &self.service.service().call;
+        let idle = self.config.call_timeout;
+        let mut activity = slot.activity.subscribe();
+        let mut request = std::pin::pin!(request);
+        let deadline = tokio::time::sleep(idle);
+        let mut deadline = std::pin::pin!(deadline);
+        loop {
+            tokio::select! {
+                result = &mut request => return result,
+                Ok(()) = activity.changed() => {
+                    deadline.as_mut().reset(tokio::time::Instant::now() + idle);
+                }
+                () = &mut deadline => {
+                    if slot.asking.load(Ordering::SeqCst) > 0 {
+                        deadline.as_mut().reset(tokio::time::Instant::now() + idle);
+                        continue;
+                    }
+                    return Err((
+                        McpError::Timeout {
+                            url: self.url.clone(),
+                            operation: operation.to_owned(),
+                            after: idle,
+                        },
+                        Fault::Broken,
+                    ));
+                }
+            }
+        }
     }
 
     fn tool_result(&self, raw: &Value) -> ToolResult {

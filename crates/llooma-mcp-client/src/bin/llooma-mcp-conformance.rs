@@ -13,7 +13,9 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use llooma_mcp_client::{McpClient, McpConfig, McpError, OutboundPolicy};
+use llooma_mcp_client::{
+    McpClient, McpConfig, McpError, OutboundPolicy, QuestionAnswer, ServerQuestion,
+};
 use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]
@@ -63,6 +65,21 @@ async fn run(scenario: &str, url: &str) -> Result<(), McpError> {
         "sse-retry" => {
             let result = session.call_tool("test_reconnection", json!({})).await?;
             eprintln!("test_reconnection: {}", result.text_for_model());
+        }
+        "elicitation-sep1034-client-defaults" => {
+            // Stands for a person who lets every default stand: accepts an empty form, and the
+            // client fills in the defaults it showed.
+            let (asker, mut questions) = tokio::sync::mpsc::channel::<ServerQuestion>(1);
+            tokio::spawn(async move {
+                while let Some(question) = questions.recv().await {
+                    eprintln!("question: {}", question.message);
+                    let _ = question.reply.send(QuestionAnswer::Accept(Default::default()));
+                }
+            });
+            let result = session
+                .call_tool_asking("test_client_elicitation_defaults", json!({}), Some(asker))
+                .await?;
+            eprintln!("test_client_elicitation_defaults: {}", result.text_for_model());
         }
         // `initialize` checks the handshake alone; other scenarios get the same.
         _ => {}

