@@ -38,6 +38,7 @@ mod m0020_checks_without_lists;
 mod m0021_files;
 mod m0022_speech;
 mod m0023_tool_hints;
+mod m0024_server_questions;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -69,6 +70,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0021_files::Migration),
             Box::new(m0022_speech::Migration),
             Box::new(m0023_tool_hints::Migration),
+            Box::new(m0024_server_questions::Migration),
         ]
     }
 }

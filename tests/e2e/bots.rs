@@ -720,4 +720,20 @@ async fn mcp_tools_are_offered_only_when_ticked_and_then_run_unasked() {
         .collect();
     assert_eq!(recorded, [("bot".to_owned(), "allowed".to_owned())]);
     conn.close().await.unwrap();
+
+    // A question the server asks during a bot's call has nobody to answer it: declined, and no
+    // card appears anywhere.
+    let thermostat =
+        tools.iter().find(|t| t["name"] == "home-assistant-set_thermostat").unwrap()["modelName"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    w.model.push(Reply::tool_call(&thermostat, json!({"room": "hall"})));
+    w.model.push(Reply::text("The hall stays as it is."));
+    w.ann_says(&general, "@helper heat the hall", SignalKind::DirectMentionReceived);
+    let posts = w.posts_settle_at(3).await;
+    assert_eq!(posts[2].body, "The hall stays as it is.");
+    let bodies = w.model.chat_bodies();
+    assert!(bodies[4].to_string().contains("the person chose decline"), "{}", bodies[4]);
+    assert_eq!(w.tab.get("/api/v1/approvals").await.json.as_array().map(Vec::len), Some(0));
 }

@@ -17,6 +17,7 @@ mod files;
 mod mcp_servers;
 mod outbound;
 mod peers;
+mod questions;
 mod secrets;
 mod sessions;
 mod support;

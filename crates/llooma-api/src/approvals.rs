@@ -4,7 +4,7 @@
 //! - `GET /api/v1/approvals/events`: server-sent events for every tab and device of the account:
 //!   first the waiting cards (`pending`), then `appeared`, `answered`, `expired`, `interrupted`;
 //! - `POST /api/v1/approvals/{id}/answer`: the first answer counts; a late one is told which
-//!   answer won and when;
+//!   answer won and when (a server's question is answered with its form, or declined);
 //! - `/api/v1/consent...`: the permission mode, "Always allow" grants and allow rules.
 
 use std::collections::BTreeMap;
@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::{Stream, StreamExt};
-use llooma_core::approvals::{AnswerChoice, AnswerView};
+use llooma_core::approvals::{AnswerView, CardChoice};
 use llooma_types::ConsentView;
 use serde::Deserialize;
 use serde_json::Value;
@@ -51,10 +51,15 @@ pub async fn events(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AnswerBody {
-    choice: AnswerChoice,
+    choice: CardChoice,
+    /// A question's form, with `accept`: its values by field name.
+    #[serde(default)]
+    content: Option<serde_json::Map<String, Value>>,
 }
 
-/// `POST /api/v1/approvals/{id}/answer` with `{"choice": "allow" | "refuse" | "always_allow"}`.
+/// `POST /api/v1/approvals/{id}/answer` with `{"choice": "allow" | "refuse" | "always_allow"}`
+/// for a call, `{"choice": "accept", "content": {...}}`, `{"choice": "decline"}` or
+/// `{"choice": "cancel"}` for a server's question.
 pub async fn answer(
     State(state): State<AppState>,
     signed_in: SignedIn,
@@ -62,7 +67,7 @@ pub async fn answer(
     ApiJson(body): ApiJson<AnswerBody>,
 ) -> Result<Json<AnswerView>, ApiError> {
     let (account, session) = (&signed_in.account.id, &signed_in.session.token_hash);
-    Ok(Json(state.app.answer_card(account, session, &id, body.choice).await?))
+    Ok(Json(state.app.answer_card(account, session, &id, body.choice, body.content).await?))
 }
 
 /// `GET /api/v1/consent`.

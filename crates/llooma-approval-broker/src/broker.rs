@@ -12,8 +12,17 @@ use tokio::task::JoinHandle;
 use crate::port::{AnswerUpdate, ApprovalPort, Orphans};
 use crate::{
     ANSWERED_BY_BOT, ANSWERED_BY_CONSENT, AnswerChoice, AnswerResult, BrokerError, BrokerEvent,
-    CallState, Clock, NewCall, Notice, Outcome, PendingCall,
+    CallState, Clock, NewCall, Notice, Outcome, PendingCall, Reply,
 };
+
+/// One answer on its way to storage.
+struct Answer<'a> {
+    state: CallState,
+    remember: bool,
+    reply_json: Option<&'a str>,
+    /// Whether it answers a server's question (else a call to allow).
+    question: bool,
+}
 
 /// Why a call runs without a question.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,6 +180,26 @@ impl<S: ApprovalPort> Broker<S> {
         Ok(call)
     }
 
+    /// Puts a server's question to the person, asked during the call `new` describes (which
+    /// was allowed already): a card like a call's, with the same deadline, first-answer and
+    /// replica rules, answered with [`Broker::reply`]. `question_json` is the form to show.
+    pub async fn ask(
+        &self,
+        new: NewCall,
+        question_json: String,
+    ) -> Result<PendingCall, BrokerError> {
+        let mut call = self.inner.build(new, CallState::Pending, None, None);
+        call.question_json = Some(question_json);
+        self.inner.port.insert_call(&call).await?;
+        self.inner.publish(&call.account_id, BrokerEvent::Appeared { card: Box::new(call.card()) });
+        Ok(call)
+    }
+
+    /// Drops a question's answer from storage once the waiting turn has it.
+    pub async fn forget_reply(&self, call_id: &str) -> Result<(), BrokerError> {
+        Ok(self.inner.port.forget_reply(call_id).await?)
+    }
+
     /// Records a call that runs without a question (a ticked bot, remembered consent), already
     /// `allowed`, so every call leaves a row.
     pub async fn record_unasked(
@@ -208,7 +237,8 @@ impl<S: ApprovalPort> Broker<S> {
         AbandonGuard { broker: Some(self.clone()), call_id: call_id.to_owned() }
     }
 
-    /// A person's answer. Exactly one answer to a call wins; the others learn which did.
+    /// A person's answer to a call. Exactly one answer to a call wins; the others learn which
+    /// did. A server's question is answered with [`Broker::reply`] instead.
     pub async fn answer(
         &self,
         account_id: &str,
@@ -216,12 +246,67 @@ impl<S: ApprovalPort> Broker<S> {
         session_id: &str,
         choice: AnswerChoice,
     ) -> Result<AnswerResult, BrokerError> {
-        let inner = &self.inner;
-        let now = inner.clock.now_ms();
         let state = match choice {
             AnswerChoice::Refuse => CallState::Refused,
             AnswerChoice::Allow | AnswerChoice::AlwaysAllow => CallState::Allowed,
         };
+        let answer = Answer {
+            state,
+            remember: choice == AnswerChoice::AlwaysAllow,
+            reply_json: None,
+            question: false,
+        };
+        self.settle_answer(account_id, call_id, session_id, answer).await
+    }
+
+    /// A person's answer to a server's question: the same race as [`Broker::answer`].
+    pub async fn reply(
+        &self,
+        account_id: &str,
+        call_id: &str,
+        session_id: &str,
+        reply: &Reply,
+    ) -> Result<AnswerResult, BrokerError> {
+        let json = serde_json::to_string(reply).unwrap_or_default();
+        let answer = Answer {
+            state: reply.state(),
+            remember: false,
+            reply_json: Some(&json),
+            question: true,
+        };
+        self.settle_answer(account_id, call_id, session_id, answer).await
+    }
+
+    async fn settle_answer(
+        &self,
+        account_id: &str,
+        call_id: &str,
+        session_id: &str,
+        answer: Answer<'_>,
+    ) -> Result<AnswerResult, BrokerError> {
+        let inner = &self.inner;
+        // What kind of card it is never changes, so reading it first races with nothing.
+        let Some(asked) =
+            inner.port.call_by_id(call_id).await?.filter(|c| c.account_id == account_id)
+        else {
+            return Ok(AnswerResult::NotFound);
+        };
+        match (asked.question_json.is_some(), answer.question) {
+            (true, false) => {
+                return Err(BrokerError::WrongAnswer(
+                    "this card is a server's question: answer it with accept (and the form's \
+                     values), decline or cancel",
+                ));
+            }
+            (false, true) => {
+                return Err(BrokerError::WrongAnswer(
+                    "this card is a call to allow: answer it with allow, refuse or always_allow",
+                ));
+            }
+            _ => {}
+        }
+        let now = inner.clock.now_ms();
+        let state = answer.state;
         let won = inner
             .port
             .answer_call(AnswerUpdate {
@@ -230,8 +315,9 @@ impl<S: ApprovalPort> Broker<S> {
                 state,
                 by_session: session_id,
                 at_ms: now,
-                remember: choice == AnswerChoice::AlwaysAllow,
+                remember: answer.remember,
                 origin: &inner.config.replica_id,
+                reply_json: answer.reply_json,
             })
             .await?;
         if won {
@@ -360,6 +446,8 @@ impl<S: ApprovalPort> Inner<S> {
             model_tool_name: new.model_tool_name,
             tool_description: new.tool_description,
             tool_hints_json: new.tool_hints_json,
+            question_json: None,
+            reply_json: None,
             tool_definition_hash: new.tool_definition_hash,
             arguments_json,
             arguments_sha256,

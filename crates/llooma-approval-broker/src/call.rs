@@ -104,6 +104,12 @@ pub struct PendingCall {
     pub tool_description: String,
     pub tool_definition_hash: String,
     pub tool_hints_json: Option<String>,
+    /// Set when the card is the server's question during the call (the call itself was
+    /// allowed before): the form asked for, as JSON the instance wrote.
+    pub question_json: Option<String>,
+    /// A question's answer ([`Reply`] as JSON), from the moment it wins until the waiting
+    /// turn has read it.
+    pub reply_json: Option<String>,
     /// The exact arguments shown, as canonical JSON (sorted keys, no insignificant whitespace).
     pub arguments_json: String,
     /// SHA-256 (hex) of `arguments_json`.
@@ -143,6 +149,7 @@ impl PendingCall {
             tool_description: self.tool_description.clone(),
             // Written by the instance when the card was made; a row it cannot read shows none.
             tool_hints: self.tool_hints_json.as_deref().and_then(|j| serde_json::from_str(j).ok()),
+            question: self.question_json.as_deref().and_then(|j| serde_json::from_str(j).ok()),
             arguments_json: self.arguments_json.clone(),
             created_at_ms: self.created_at_ms,
             deadline_ms: self.deadline_ms,
@@ -166,6 +173,9 @@ pub struct ApprovalCard {
     /// What the server says of the tool (title and hints): its claims, not facts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_hints: Option<Value>,
+    /// The server's question (the form to fill), when the card is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Value>,
     /// Canonical JSON of the arguments, exactly what will be sent.
     pub arguments_json: String,
     pub created_at_ms: i64,
@@ -180,6 +190,28 @@ pub enum AnswerChoice {
     Refuse,
     /// Allow, and remember it for the same tool with the same arguments.
     AlwaysAllow,
+}
+
+/// A person's answer to a server's question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Reply {
+    /// The form's values, by field name.
+    Accept { content: serde_json::Map<String, Value> },
+    /// Said no.
+    Decline,
+    /// Dismissed the question without an answer.
+    Cancel,
+}
+
+impl Reply {
+    /// The state a question's card settles in: `allowed` when answered, else `refused`.
+    pub fn state(&self) -> CallState {
+        match self {
+            Reply::Accept { .. } => CallState::Allowed,
+            Reply::Decline | Reply::Cancel => CallState::Refused,
+        }
+    }
 }
 
 /// What happened to an answer.
@@ -230,6 +262,16 @@ impl Outcome {
     /// Whether the call may go out.
     pub fn allowed(&self) -> bool {
         self.call.state == CallState::Allowed
+    }
+
+    /// A question's answer: what the person gave, or `Cancel` when nobody answered (expired,
+    /// interrupted) or the stored answer cannot be read.
+    pub fn reply(&self) -> Reply {
+        self.call
+            .reply_json
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or(Reply::Cancel)
     }
 
     /// What the model is told instead of a result when the call did not go out; `None` when it

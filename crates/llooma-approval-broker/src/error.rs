@@ -28,6 +28,10 @@ pub enum BrokerError {
          shown (sha256 {shown}); the call was not made"
     )]
     ArgumentsChanged { shown: String, sending: String },
+    /// An answer of the wrong kind: allow/refuse on a server's question, or a form's answer on
+    /// a call to allow.
+    #[error("{0}")]
+    WrongAnswer(&'static str),
     #[error("the stored arguments of a tool call are not valid JSON ({0})")]
     CorruptArguments(String),
 }

@@ -28,7 +28,7 @@ pub use broker::{
 };
 pub use call::{
     ANSWERED_BY_BOT, ANSWERED_BY_CONSENT, AnswerChoice, AnswerResult, ApprovalCard, BrokerEvent,
-    CallState, NewCall, Notice, Outcome, PendingCall,
+    CallState, NewCall, Notice, Outcome, PendingCall, Reply,
 };
 pub use clock::{Clock, ManualClock, Sleep, SystemClock};
 pub use context::{BOT_UNTICKED_REFUSAL, Context, Gate, SPOKEN_REFUSAL, gate};

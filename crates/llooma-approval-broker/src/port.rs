@@ -27,6 +27,9 @@ pub struct AnswerUpdate<'a> {
     pub remember: bool,
     /// The replica answering (carried in the notice).
     pub origin: &'a str,
+    /// A question's answer (the form's values, or the person's decline), stored with the
+    /// state so the waiting turn reads it on whichever replica it runs.
+    pub reply_json: Option<&'a str>,
 }
 
 /// Which pending calls lost the turn that was waiting for them.
@@ -96,6 +99,10 @@ pub trait ApprovalPort: Send + Sync + 'static {
         reason: &str,
         origin: &str,
     ) -> impl Future<Output = Result<Vec<Notice>, PortError>> + Send;
+
+    /// Drops a question's stored answer once the waiting turn has read it: what a person
+    /// typed into a server's form is kept no longer than needed to deliver it.
+    fn forget_reply(&self, call_id: &str) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// Records that `replica_id` is alive at `at_ms`.
     fn heartbeat(

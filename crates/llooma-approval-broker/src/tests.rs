@@ -114,6 +114,7 @@ impl ApprovalPort for FakePort {
         call.answered_by = Some(update.by_session.to_owned());
         call.answered_at_ms = Some(update.at_ms);
         call.remember = update.remember;
+        call.reply_json = update.reply_json.map(str::to_owned);
         let notice = Notice {
             call_id: call.id.clone(),
             account_id: call.account_id.clone(),
@@ -192,6 +193,13 @@ impl ApprovalPort for FakePort {
 
     async fn heartbeat(&self, replica_id: &str, at_ms: i64) -> Result<(), PortError> {
         self.lock().replicas.insert(replica_id.to_owned(), at_ms);
+        Ok(())
+    }
+
+    async fn forget_reply(&self, call_id: &str) -> Result<(), PortError> {
+        if let Some(call) = self.lock().calls.get_mut(call_id) {
+            call.reply_json = None;
+        }
         Ok(())
     }
 
@@ -406,6 +414,7 @@ async fn without_notices_the_recheck_finds_an_answer_made_elsewhere() {
         at_ms: T0,
         remember: false,
         origin: "other",
+        reply_json: None,
     };
     assert!(port.answer_call(update).await.unwrap());
     tokio::task::yield_now().await;
@@ -564,4 +573,55 @@ fn notices_round_trip_through_their_payload() {
     for state in CallState::ALL {
         assert_eq!(CallState::parse(state.as_str()), Some(state));
     }
+}
+
+#[tokio::test]
+async fn a_question_is_answered_once_with_the_form_and_the_answer_is_then_forgotten() {
+    let clock = ManualClock::new(T0);
+    let port = FakePort::default();
+    let b = broker(port.clone(), &clock, "replica-a").await;
+    let asked =
+        b.ask(new_call("alice"), r#"{"message":"Name?","fields":[]}"#.into()).await.unwrap();
+    assert_eq!(asked.card().question, Some(serde_json::json!({"message": "Name?", "fields": []})));
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        let id = asked.id.clone();
+        async move { b.wait(&id).await }
+    });
+    // Allow/refuse is for calls: a question says so and stays open.
+    let wrong = b.answer("alice", &asked.id, "tab-1", AnswerChoice::Allow).await;
+    assert!(matches!(wrong, Err(BrokerError::WrongAnswer(_))));
+    let content = serde_json::json!({"name": "Ada"}).as_object().unwrap().clone();
+    let accept = Reply::Accept { content: content.clone() };
+    let first = b.reply("alice", &asked.id, "tab-1", &accept).await.unwrap();
+    let second = b.reply("alice", &asked.id, "tab-2", &Reply::Decline).await.unwrap();
+    assert!(matches!(first, AnswerResult::Won { .. }));
+    assert!(matches!(second, AnswerResult::AlreadyAnswered { state: CallState::Allowed, .. }));
+    let outcome = within(waiter).await.unwrap().unwrap();
+    assert_eq!(outcome.reply(), Reply::Accept { content });
+    b.forget_reply(&asked.id).await.unwrap();
+    assert_eq!(port.call_by_id(&asked.id).await.unwrap().unwrap().reply_json, None);
+    // Another account's question is not found, and a call's card takes no form.
+    let call = b.request(new_call("alice")).await.unwrap();
+    let as_bob = b.reply("bob", &asked.id, "tab-3", &Reply::Cancel).await.unwrap();
+    assert_eq!(as_bob, AnswerResult::NotFound);
+    let wrong = b.reply("alice", &call.id, "tab-1", &Reply::Decline).await;
+    assert!(matches!(wrong, Err(BrokerError::WrongAnswer(_))));
+}
+
+#[tokio::test]
+async fn an_unanswered_question_lapses_and_counts_as_cancelled() {
+    let clock = ManualClock::new(T0);
+    let b = broker(FakePort::default(), &clock, "replica-a").await;
+    let asked = b.ask(new_call("alice"), "{}".into()).await.unwrap();
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        let id = asked.id.clone();
+        async move { b.wait(&id).await }
+    });
+    tokio::task::yield_now().await;
+    clock.advance(Duration::from_secs(121));
+    let outcome = within(waiter).await.unwrap().unwrap();
+    assert_eq!(outcome.state(), CallState::Expired);
+    assert_eq!(outcome.reply(), Reply::Cancel);
 }

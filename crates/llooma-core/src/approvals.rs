@@ -8,12 +8,14 @@
 use std::collections::BTreeMap;
 
 use futures::Stream;
-pub use llooma_approval_broker::AnswerChoice;
-use llooma_approval_broker::{AnswerResult, ApprovalCard, BrokerEvent, CallState};
+use llooma_approval_broker::{
+    AnswerChoice, AnswerResult, ApprovalCard, BrokerError, BrokerEvent, CallState, Reply,
+};
 use llooma_consent::{ALLOW_ALL_WARNING, ArgConstraint, PermissionMode};
 use llooma_store::NewRule;
+use llooma_types::question::QuestionForm;
 use llooma_types::{ConsentGrantView as GrantView, ConsentRuleView as RuleView, ConsentView};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast::error::RecvError;
@@ -44,6 +46,19 @@ impl CardNews {
         };
         CardNews { name, data_json: serde_json::to_string(event).unwrap_or_default() }
     }
+}
+
+/// A person's answer on a card: allow, refuse or always_allow a call; accept (with the form's
+/// values), decline or cancel a server's question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardChoice {
+    Allow,
+    Refuse,
+    AlwaysAllow,
+    Accept,
+    Decline,
+    Cancel,
 }
 
 /// The answer that won.
@@ -125,14 +140,24 @@ fn state_word(state: CallState) -> &'static str {
 impl App {
     /// Answers one of the account's cards from a session (named by its token hash, which never
     /// leaves the server). The first answer counts; a late one is told which won and when.
+    /// `content` is a question's form, with `accept` only; it is checked against the form the
+    /// card shows, and a form that does not fit is refused with the card still open.
     pub async fn answer_card(
         &self,
         account_id: &str,
         session_token_hash: &str,
         id: &str,
-        choice: AnswerChoice,
+        choice: CardChoice,
+        content: Option<serde_json::Map<String, Value>>,
     ) -> Result<AnswerView, AppError> {
-        if choice == AnswerChoice::AlwaysAllow
+        if content.is_some() && choice != CardChoice::Accept {
+            return Err(AppError::invalid(
+                "content_without_accept",
+                "Only an accepted question carries the form's values: send content with \
+                 \"accept\" alone.",
+            ));
+        }
+        if choice == CardChoice::AlwaysAllow
             && self.store.permission_mode(account_id).await? != PermissionMode::Rules
         {
             return Err(AppError::invalid(
@@ -142,11 +167,26 @@ impl App {
             ));
         }
         let me = public_session_id(session_token_hash);
-        let result = self
-            .broker
-            .answer(account_id, id, &me, choice)
-            .await
-            .map_err(|e| AppError::Internal(format!("answering an approval: {e}")))?;
+        let answered = match choice {
+            CardChoice::Allow => self.broker.answer(account_id, id, &me, AnswerChoice::Allow).await,
+            CardChoice::Refuse => {
+                self.broker.answer(account_id, id, &me, AnswerChoice::Refuse).await
+            }
+            CardChoice::AlwaysAllow => {
+                self.broker.answer(account_id, id, &me, AnswerChoice::AlwaysAllow).await
+            }
+            CardChoice::Decline => self.broker.reply(account_id, id, &me, &Reply::Decline).await,
+            CardChoice::Cancel => self.broker.reply(account_id, id, &me, &Reply::Cancel).await,
+            CardChoice::Accept => {
+                let content =
+                    self.checked_form(account_id, id, content.unwrap_or_default()).await?;
+                self.broker.reply(account_id, id, &me, &Reply::Accept { content }).await
+            }
+        };
+        let result = answered.map_err(|e| match e {
+            BrokerError::WrongAnswer(message) => AppError::invalid("wrong_answer", message),
+            other => AppError::Internal(format!("answering an approval: {other}")),
+        })?;
         match result {
             AnswerResult::Won { call } => {
                 tracing::info!(account = %account_id, call = %id, state = call.state.as_str(), "approval answered");
@@ -174,6 +214,35 @@ impl App {
             }
             AnswerResult::NotFound => Err(AppError::NotFound),
         }
+    }
+}
+
+impl App {
+    /// A question's answer, checked against the form its card shows (defaults added for fields
+    /// left out); the card's own kind is left to the broker to check.
+    async fn checked_form(
+        &self,
+        account_id: &str,
+        id: &str,
+        content: serde_json::Map<String, Value>,
+    ) -> Result<serde_json::Map<String, Value>, AppError> {
+        let asked = llooma_approval_broker::ApprovalPort::call_by_id(self.broker.port(), id)
+            .await
+            .map_err(|e| AppError::Internal(format!("reading a question: {e}")))?
+            .filter(|call| call.account_id == account_id)
+            .ok_or(AppError::NotFound)?;
+        let Some(form_json) = asked.question_json else {
+            // A call's card: the broker says what to answer instead.
+            return Ok(content);
+        };
+        let form: QuestionForm = serde_json::from_str(&form_json)
+            .map_err(|e| AppError::Internal(format!("a stored question cannot be read: {e}")))?;
+        form.check(&content).map_err(|why| {
+            AppError::invalid(
+                "answer_does_not_fit",
+                format!("{why}. Correct it and send again: the question is still open."),
+            )
+        })
     }
 }
 

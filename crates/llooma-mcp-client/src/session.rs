@@ -733,7 +733,9 @@ impl McpSession {
                 }
                 ServerResult::InputRequiredResult(required) => required,
                 _ => {
-                    return Err(protocol("the reply to tools/call is not a tool result".to_owned()));
+                    return Err(protocol(
+                        "the reply to tools/call is not a tool result".to_owned(),
+                    ));
                 }
             };
             let requests = required.input_requests.unwrap_or_default();

@@ -44,6 +44,8 @@ pub(crate) mod calls_entity {
         pub tool_description: String,
         pub tool_definition_hash: String,
         pub tool_hints_json: Option<String>,
+        pub question_json: Option<String>,
+        pub reply_json: Option<String>,
         pub arguments_json: String,
         pub arguments_sha256: String,
         pub created_at_ms: i64,
@@ -127,6 +129,8 @@ fn from_model(model: calls::Model) -> StoreResult<PendingCall> {
         tool_description: model.tool_description,
         tool_definition_hash: model.tool_definition_hash,
         tool_hints_json: model.tool_hints_json,
+        question_json: model.question_json,
+        reply_json: model.reply_json,
         arguments_json: model.arguments_json,
         arguments_sha256: model.arguments_sha256,
         created_at_ms: model.created_at_ms,
@@ -154,6 +158,8 @@ fn to_active(call: &PendingCall) -> calls::ActiveModel {
         tool_description: Set(call.tool_description.clone()),
         tool_definition_hash: Set(call.tool_definition_hash.clone()),
         tool_hints_json: Set(call.tool_hints_json.clone()),
+        question_json: Set(call.question_json.clone()),
+        reply_json: Set(call.reply_json.clone()),
         arguments_json: Set(call.arguments_json.clone()),
         arguments_sha256: Set(call.arguments_sha256.clone()),
         created_at_ms: Set(call.created_at_ms),
@@ -273,6 +279,7 @@ impl Store {
             .col_expr(calls::Column::AnsweredBy, Expr::value(update.by_session))
             .col_expr(calls::Column::AnsweredAtMs, Expr::value(update.at_ms))
             .col_expr(calls::Column::Remember, Expr::value(update.remember))
+            .col_expr(calls::Column::ReplyJson, Expr::value(update.reply_json))
             .filter(calls::Column::Id.eq(update.call_id))
             .filter(calls::Column::AccountId.eq(update.account_id))
             .filter(calls::Column::State.eq(PENDING))
@@ -396,6 +403,15 @@ impl Store {
         Ok(())
     }
 
+    async fn clear_reply(&self, call_id: &str) -> StoreResult<()> {
+        calls::Entity::update_many()
+            .col_expr(calls::Column::ReplyJson, Expr::value(None::<String>))
+            .filter(calls::Column::Id.eq(call_id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
     async fn delete_replica(&self, replica_id: &str) -> StoreResult<()> {
         replicas::Entity::delete_by_id(replica_id.to_owned()).exec(&self.db).await?;
         Ok(())
@@ -511,6 +527,10 @@ impl ApprovalPort for Store {
 
     async fn heartbeat(&self, replica_id: &str, at_ms: i64) -> Result<(), PortError> {
         Ok(self.write_heartbeat(replica_id, at_ms).await?)
+    }
+
+    async fn forget_reply(&self, call_id: &str) -> Result<(), PortError> {
+        Ok(self.clear_reply(call_id).await?)
     }
 
     async fn retire_replica(&self, replica_id: &str) -> Result<(), PortError> {

@@ -365,9 +365,13 @@ pub struct Step {
     /// The MCP server whose answer closed memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closed_by: Option<String>,
-    /// `offer_choices`.
+    /// `offer_choices`; on an MCP call's step, the server's question during the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// What the person did with a server's question: `accept`, `decline` or `cancel` (also
+    /// when nobody answered in time, or the turn has nobody to ask).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Vec<String>>,
     /// What the server returned, as the model read it (wrapped and labelled, and cut to the
@@ -487,6 +491,7 @@ impl Reply {
                 let card = &shown.card;
                 let step = Step {
                     call_id: Some(card.id.clone()),
+                    question: card.question.as_ref().map(|q| q.message.clone()),
                     ..Step::mcp_call(
                         card.model_tool_name.clone(),
                         card.server_label.clone(),
@@ -599,6 +604,7 @@ mod tests {
             created_at_ms: 1,
             deadline_ms: 2,
             tool_hints: None,
+            question: None,
         };
         let settled = Step {
             call_id: Some("c1".into()),
@@ -677,6 +683,7 @@ mod tests {
                     created_at_ms: 1,
                     deadline_ms: 2,
                     tool_hints: None,
+                    question: None,
                 },
             }),
             TurnEvent::Choices(ChoicesShown {

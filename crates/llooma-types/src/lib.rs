@@ -5,6 +5,7 @@
 //! a token or key is described by whether it is set (`has_key`), never by its value.
 
 pub mod events;
+pub mod question;
 
 pub use events::{
     ApprovalShown, Attached, ChoicesShown, Delta, EncodedEvent, EndState, Reply, ReplyPart,
@@ -620,6 +621,11 @@ pub struct ApprovalCardView {
     /// What the server says of the tool (its annotations); absent when it says nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_hints: Option<ToolHints>,
+    /// Set when the card is the server's question during the (already allowed) call, not a
+    /// call to allow: the form to fill. Answered with `accept` (and the form's values),
+    /// `decline` or `cancel`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Box<question::QuestionForm>>,
 }
 
 /// What a server says of one of its tools (the tool's `annotations`), as a card shows it: the

@@ -41,6 +41,7 @@ fn page(messages: usize) -> Page {
         created_at_ms: 0,
         deadline_ms: 120_000,
         tool_hints: None,
+        question: None,
     };
     Page::Conversation {
         me: Me {

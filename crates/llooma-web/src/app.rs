@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use leptos::either::{Either, EitherOf3, EitherOf4};
+use leptos::either::{Either, EitherOf4};
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, FileView,
@@ -16,6 +16,7 @@ use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
+use crate::question::QuestionCard;
 use crate::review::said_of_tool;
 use crate::sidebar::ConversationList;
 use crate::voice::{DictateButton, ReadAloudButton, Voice, VoiceModeBar, VoiceState};
@@ -847,7 +848,7 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
             StepState::Failed => format!(" — failed: {}", text(&step.error)),
             _ => String::new(),
         };
-        return EitherOf3::A(view! {
+        return EitherOf4::A(view! {
             <details class=format!("step builtin {state}") data-state=state>
                 <summary>"Used " <b>{tool}</b> {outcome}</summary>
                 <pre class="result">{result}</pre>
@@ -855,6 +856,9 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
         });
     }
     let server = text(&step.server);
+    if let Some(question) = step.question.clone() {
+        return EitherOf4::D(question_step(step, server, question));
+    }
     // An MCP tool call names the server's tool; a resource or prompt the person attached, or the
     // model's reading of resources and asking for tools, say what it was.
     let tool = match (&step.server_tool, step.attached) {
@@ -898,16 +902,50 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
     };
     match step.output.clone() {
         // What the server returned, as the model read it (wrapped and labelled as its text).
-        Some(output) => EitherOf3::B(view! {
+        Some(output) => EitherOf4::B(view! {
             <details class=format!("step mcp {state}") data-state=state>
                 <summary>{summary}</summary>
                 <pre class="output">{output}</pre>
             </details>
         }),
-        None => EitherOf3::C(
+        None => EitherOf4::C(
             view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> },
         ),
     }
+}
+
+/// A server's question during a call, in the timeline: what it asked and what became of it
+/// (never the values given: those went to the server and are not kept).
+fn question_step(step: &Step, server: String, question: String) -> AnyView {
+    let state = step.state.as_str();
+    let tool = step.server_tool.clone().unwrap_or_default();
+    let (icon, what) = match (step.state, step.reply.as_deref()) {
+        (StepState::Waiting, _) => ("…", "waiting for your answer".to_owned()),
+        (StepState::Allowed, _) => ("✓", "you answered".to_owned()),
+        (StepState::Expired, _) => {
+            ("⌛", "not answered in time: the server was told so".to_owned())
+        }
+        (StepState::Interrupted, _) => ("■", "dropped: the reply stopped".to_owned()),
+        (StepState::Failed, _) => ("!", step.error.clone().unwrap_or_default()),
+        (_, Some("cancel")) => ("✕", "you dismissed it".to_owned()),
+        (_, _) => match step.message.as_deref() {
+            Some(reason) if !reason.is_empty() => ("✕", reason.to_owned()),
+            _ => ("✕", "you declined".to_owned()),
+        },
+    };
+    view! {
+        <div class=format!("step mcp question {state}") data-state=state>
+            <span class="icon">{icon}</span>
+            <span class="server">{server}</span>
+            " asked, while running "
+            <b class="tool">{tool}</b>
+            ": "
+            <q class="asked">{question}</q>
+            " — "
+            <span class="what">{what}</span>
+        </div>
+    }
+    .into_any()
 }
 
 /// JSON text, indented; anything else as it is.
@@ -1426,6 +1464,10 @@ fn ApprovalCard(
     now: RwSignal<i64>,
     cards: RwSignal<Vec<ApprovalCardView>>,
 ) -> impl IntoView {
+    // A server's question during a call it already runs: a form, not a call to allow.
+    if let Some(form) = card.question.clone() {
+        return Either::Left(view! { <QuestionCard card form=*form csrf elsewhere now cards /> });
+    }
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
     let id = card.id.clone();
@@ -1457,7 +1499,7 @@ fn ApprovalCard(
     let allow = answer.clone();
     let refuse = answer.clone();
     let always = answer;
-    view! {
+    Either::Right(view! {
         <article class="card approval" data-call=card.id.clone()>
             <header>
                 <span class="server">{card.server_label.clone()}</span>
@@ -1533,7 +1575,7 @@ fn ApprovalCard(
             </div>
             <p class="error" role="alert">{move || error.get()}</p>
         </article>
-    }
+    })
 }
 
 /// Keeps the waiting cards as the account's approval stream tells them.

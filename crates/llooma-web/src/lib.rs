@@ -26,6 +26,7 @@ mod media;
 pub mod model;
 mod model_choices;
 mod personas;
+mod question;
 mod review;
 mod settings;
 mod sidebar;

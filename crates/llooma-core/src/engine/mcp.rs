@@ -6,13 +6,16 @@
 //! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
 //! the result wrapped by the memory guard → a timeline step naming server and tool.
 
-use llooma_approval_broker::{ApprovalPort, Broker, Context, Gate, NewCall, Unasked, gate};
+use llooma_approval_broker::{
+    ApprovalPort, Broker, Context, Gate, NewCall, PendingCall, Reply, Unasked, gate,
+};
 use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
-use llooma_mcp_client::McpClient;
+use llooma_mcp_client::{McpClient, QuestionAnswer, ServerQuestion};
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{EncodedTool, EncodedTools, ToolCall, ToolDefinition, ToolsSize};
+use llooma_types::question::QuestionForm;
 use llooma_types::{ApprovalCardView, ApprovalShown, Step, StepState, TurnEvent};
 use llooma_vault::Secret;
 use serde_json::{Value, json};
@@ -554,18 +557,27 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         }
         // On a session kept for this server record (its id belongs to one account, so two
         // people who added the same address never share one), reused across the turn's calls
-        // and the turns that follow for a while.
-        match self
-            .client
-            .call_tool_for(
-                &tool.server_id,
-                &tool.server_address,
-                tool.token.as_ref(),
-                &tool.tool_name,
-                sent,
-            )
-            .await
-        {
+        // and the turns that follow for a while. The server's questions during the call come
+        // here, one at a time, and are put to the person on a card of their own.
+        let (asker, mut questions) = tokio::sync::mpsc::channel::<ServerQuestion>(1);
+        let called = self.client.call_tool_asking(
+            &tool.server_id,
+            &tool.server_address,
+            tool.token.as_ref(),
+            &tool.tool_name,
+            sent,
+            Some(asker),
+        );
+        let mut called = std::pin::pin!(called);
+        let result = loop {
+            tokio::select! {
+                result = &mut called => break result,
+                Some(question) = questions.recv() => {
+                    self.put_question(tool, &approved, question, sink, waiting_card).await?;
+                }
+            }
+        };
+        match result {
             Ok(result) => {
                 let wrapped = guard
                     .admit(
@@ -598,6 +610,101 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
     }
 }
 
+impl<P: ApprovalPort> McpTurn<'_, P> {
+    /// Puts a server's question, asked during the allowed call `call`, to the person on a card
+    /// (or declines it where nobody can be asked), logs what became of it, and sends the answer
+    /// back to the server. The answer is checked against the form the card showed.
+    async fn put_question<S: TurnSink>(
+        &self,
+        tool: &McpTool,
+        call: &PendingCall,
+        question: ServerQuestion,
+        sink: &S,
+        waiting_card: &WaitingCard,
+    ) -> Result<(), TurnError> {
+        let ServerQuestion { message, requested_schema, reply } = question;
+        let step = |state: StepState, call_id: &str, answer: &str| Step {
+            call_id: Some(call_id.to_owned()),
+            question: Some(message.clone()),
+            reply: Some(answer.to_owned()),
+            ..Step::mcp_call(&tool.model_name, &tool.server_label, &tool.tool_name, state)
+        };
+        if self.context != Context::Conversation {
+            // A bot's room has nobody who could see a card.
+            let declined = Step {
+                message: Some(
+                    "The server asked a question during the call; a bot has nobody to ask, so \
+                     it was declined."
+                        .to_owned(),
+                ),
+                ..step(StepState::Refused, &format!("{}-question", call.id), "decline")
+            };
+            sink.event(TurnEvent::step(declined)).await?;
+            let _ = reply.send(QuestionAnswer::Decline);
+            return Ok(());
+        }
+        let form = match QuestionForm::from_request(&message, &requested_schema) {
+            Ok(form) => form,
+            Err(why) => {
+                let failed = Step {
+                    error: Some(format!(
+                        "The server asked a question this app cannot show ({why}); it was \
+                         declined."
+                    )),
+                    ..step(StepState::Failed, &format!("{}-question", call.id), "decline")
+                };
+                sink.event(TurnEvent::step(failed)).await?;
+                let _ = reply.send(QuestionAnswer::Decline);
+                return Ok(());
+            }
+        };
+        let asked = NewCall {
+            account_id: call.account_id.clone(),
+            conversation_id: call.conversation_id.clone(),
+            turn_id: call.turn_id.clone(),
+            server_id: call.server_id.clone(),
+            server_label: call.server_label.clone(),
+            server_address: call.server_address.clone(),
+            tool_name: call.tool_name.clone(),
+            model_tool_name: call.model_tool_name.clone(),
+            tool_description: call.tool_description.clone(),
+            tool_definition_hash: call.tool_definition_hash.clone(),
+            tool_hints_json: call.tool_hints_json.clone(),
+            arguments: call.arguments()?,
+        };
+        let form_json = serde_json::to_string(&form).unwrap_or_default();
+        let pending = self.broker.ask(asked, form_json).await?;
+        let mut standing = self.broker.abandon_guard(&pending.id);
+        waiting_card.set(Some(step(StepState::Interrupted, &pending.id, "cancel")));
+        sink.event(TurnEvent::Approval(ApprovalShown { card: card_view(pending.card()) })).await?;
+        let outcome = self.broker.wait(&pending.id).await;
+        waiting_card.set(None);
+        let outcome = outcome?;
+        standing.disarm();
+        if let Err(err) = self.broker.forget_reply(&pending.id).await {
+            tracing::warn!(call = %pending.id, error = %err, "a question's answer was not cleared");
+        }
+        // Checked on the way in already; checked again against the form this card showed, so
+        // nothing that does not fit it ever reaches the server.
+        let answer = match outcome.reply() {
+            Reply::Accept { content } => match form.check(&content) {
+                Ok(content) => QuestionAnswer::Accept(content),
+                Err(_) => QuestionAnswer::Cancel,
+            },
+            Reply::Decline => QuestionAnswer::Decline,
+            Reply::Cancel => QuestionAnswer::Cancel,
+        };
+        let word = match answer {
+            QuestionAnswer::Accept(_) => "accept",
+            QuestionAnswer::Decline => "decline",
+            QuestionAnswer::Cancel => "cancel",
+        };
+        sink.event(TurnEvent::step(step(step_state(outcome.state()), &pending.id, word))).await?;
+        let _ = reply.send(answer);
+        Ok(())
+    }
+}
+
 /// The card as a tab shows it.
 fn card_view(card: llooma_approval_broker::ApprovalCard) -> ApprovalCardView {
     ApprovalCardView {
@@ -613,6 +720,7 @@ fn card_view(card: llooma_approval_broker::ApprovalCard) -> ApprovalCardView {
         created_at_ms: card.created_at_ms,
         deadline_ms: card.deadline_ms,
         tool_hints: card.tool_hints.and_then(|hints| serde_json::from_value(hints).ok()),
+        question: card.question.and_then(|form| serde_json::from_value(form).ok()),
     }
 }
 

@@ -129,3 +129,37 @@ async fn progress_keeps_a_long_call_alive_and_silence_does_not() {
         .unwrap_err();
     assert!(matches!(err, McpError::Timeout { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_question_during_a_call_waits_for_the_person_longer_than_the_call_timeout() {
+    use llooma_mcp_client::{QuestionAnswer, ServerQuestion};
+    let Some(peer) = start_everything() else { return };
+    let config = McpConfig { call_timeout: Duration::from_millis(1000), ..McpConfig::default() };
+    let client = client_for(peer.port, config);
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<ServerQuestion>(1);
+    let person = tokio::spawn(async move {
+        let question = questions.recv().await.unwrap();
+        // The person takes their time: twice the call's idle limit.
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        let content = json!({"name": "Ada Lovelace", "check": true}).as_object().unwrap().clone();
+        let _ = question.reply.send(QuestionAnswer::Accept(content));
+        (question.message, question.requested_schema)
+    });
+    let result = session
+        .call_tool_asking("trigger-elicitation-request", json!({}), Some(asker))
+        .await
+        .unwrap();
+    let (message, schema) = person.await.unwrap();
+    assert_eq!(message, "Please provide inputs for the following fields:");
+    assert_eq!(schema["required"], json!(["name"]));
+    let text = result.text_for_model();
+    assert!(text.contains("- Name: Ada Lovelace"), "{text}");
+    assert!(text.contains("- Agreed to terms: true"), "{text}");
+    // A default the person let stand went with the answer.
+    assert!(text.contains("- Favorite Integer: 42"), "{text}");
+
+    // Nobody to ask: the server hears "decline".
+    let result = session.call_tool("trigger-elicitation-request", json!({})).await.unwrap();
+    assert!(result.text_for_model().contains("User declined"), "{}", result.text_for_model());
+}

@@ -104,3 +104,54 @@ async fn a_tool_list_change_is_reported_to_the_session() {
     let tools = session.list_tools().await.unwrap();
     assert!(tools.tools.iter().any(|t| t.name == "Chatto-new_tool"));
 }
+
+/// Answers each question of a call with `answer`, and keeps what was asked.
+fn answering(
+    answer: llooma_mcp_client::QuestionAnswer,
+) -> (llooma_mcp_client::Asker, tokio::task::JoinHandle<Vec<(String, serde_json::Value)>>) {
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::ServerQuestion>(1);
+    let asked = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Some(question) = questions.recv().await {
+            asked.push((question.message.clone(), question.requested_schema.clone()));
+            let _ = question.reply.send(answer.clone());
+        }
+        asked
+    });
+    (asker, asked)
+}
+
+#[tokio::test]
+async fn a_question_on_2026_07_28_is_answered_and_the_call_sent_again() {
+    use llooma_mcp_client::QuestionAnswer;
+    let Some(peer) = start_gateway(None) else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    assert_eq!(session.server().protocol_version, "2026-07-28");
+    let content = json!({"mode": "eco"}).as_object().unwrap().clone();
+    let (asker, asked) = answering(QuestionAnswer::Accept(content));
+    let result = session
+        .call_tool_asking("home-assistant-set_thermostat", json!({"room": "kitchen"}), Some(asker))
+        .await
+        .unwrap();
+    // The default the person let stand (20) went with what they chose.
+    assert_eq!(result.text_for_model(), "thermostat of the kitchen set to 20 °C, eco");
+    let asked = asked.await.unwrap();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].0, "Which temperature for the kitchen?");
+    assert_eq!(asked[0].1["properties"]["celsius"]["maximum"], 30);
+
+    let (asker, _) = answering(QuestionAnswer::Decline);
+    let result = session
+        .call_tool_asking("home-assistant-set_thermostat", json!({"room": "hall"}), Some(asker))
+        .await
+        .unwrap();
+    assert_eq!(
+        result.text_for_model(),
+        "thermostat of the hall left alone: the person chose decline"
+    );
+    // Nobody to ask: declined, and the server says so.
+    let result =
+        session.call_tool("home-assistant-set_thermostat", json!({"room": "attic"})).await.unwrap();
+    assert!(result.text_for_model().contains("chose decline"), "{}", result.text_for_model());
+}

@@ -16,6 +16,7 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
+from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
 
 port = int(sys.argv[1])
 token = sys.argv[2] if len(sys.argv) > 2 else None
@@ -54,6 +55,38 @@ def turn_on(entity_id: str) -> str:
 )
 def turn_off(entity_id: str) -> str:
     return f"{entity_id} is off"
+
+
+@server.tool(
+    name="home-assistant-set_thermostat",
+    description="Set a room's thermostat; asks the person which temperature.",
+)
+async def set_thermostat(room: str, ctx: Context):
+    # Protocol 2026-07-28: the question goes back as an `input_required` result, and the
+    # client calls again with the answer.
+    answers = ctx.input_responses or {}
+    if "temperature" not in answers:
+        schema = {
+            "type": "object",
+            "properties": {
+                "celsius": {"type": "integer", "title": "Temperature (°C)", "minimum": 10,
+                            "maximum": 30, "default": 20},
+                "mode": {"type": "string", "title": "Mode",
+                         "oneOf": [{"const": "comfort", "title": "Comfort"},
+                                   {"const": "eco", "title": "Eco"}]},
+            },
+            "required": ["mode"],
+        }
+        question = ElicitRequest(params=ElicitRequestFormParams(
+            message=f"Which temperature for the {room}?", requested_schema=schema))
+        return InputRequiredResult(input_requests={"temperature": question})
+    answer = answers["temperature"]
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(by_alias=True, exclude_none=True)
+    if answer.get("action") != "accept":
+        return f"thermostat of the {room} left alone: the person chose {answer.get('action')}"
+    content = answer.get("content") or {}
+    return f"thermostat of the {room} set to {content.get('celsius')} °C, {content.get('mode')}"
 
 
 @server.tool(name="Infomaniak_Mail-search.messages", description="Search mail.")

@@ -1,0 +1,314 @@
+//! A server's question during a call (an MCP form) as a card: the server's message, the form the
+//! instance read from its request, and Accept, Decline, Cancel. The values are checked against
+//! the same form before they are sent (the instance checks them again).
+
+use leptos::prelude::*;
+use llooma_types::ApprovalCardView;
+use llooma_types::question::{FieldKind, FormField, QuestionForm, TextFormat};
+use serde_json::{Map, Number, Value, json};
+
+use crate::api;
+
+/// The card of a question.
+#[component]
+pub fn QuestionCard(
+    card: ApprovalCardView,
+    form: QuestionForm,
+    csrf: String,
+    elsewhere: bool,
+    now: RwSignal<i64>,
+    cards: RwSignal<Vec<ApprovalCardView>>,
+) -> impl IntoView {
+    let error = RwSignal::new(None::<String>);
+    let busy = RwSignal::new(false);
+    // Starts from the defaults the server gave: they show in the fields and are sent unless
+    // changed (SEP-1034).
+    // A yes/no box says yes or no either way: what it shows is what is sent.
+    let start = |field: &FormField| match &field.kind {
+        FieldKind::Boolean { default } => Some(Value::Bool(default.unwrap_or(false))),
+        kind => kind.default_value(),
+    };
+    let values: RwSignal<Map<String, Value>> = RwSignal::new(
+        form.fields.iter().filter_map(|f| start(f).map(|v| (f.name.clone(), v))).collect(),
+    );
+    let id = card.id.clone();
+    let checked_form = StoredValue::new(form.clone());
+    let answer = move |choice: &'static str| {
+        let mut body = json!({"choice": choice});
+        if choice == "accept" {
+            match checked_form.with_value(|form| form.check(&values.get_untracked())) {
+                Ok(content) => body["content"] = Value::Object(content),
+                Err(why) => {
+                    error.set(Some(format!("{why}.")));
+                    return;
+                }
+            }
+        }
+        let path = format!("/api/v1/approvals/{id}/answer");
+        let id = id.clone();
+        let csrf = csrf.clone();
+        busy.set(true);
+        error.set(None);
+        api::spawn(async move {
+            match api::call("POST", &path, Some(body), Some(&csrf)).await {
+                Ok(_) => cards.update(|list| list.retain(|c| c.id != id)),
+                Err(failure) => {
+                    error.set(Some(failure.message));
+                    busy.set(false);
+                }
+            }
+        });
+    };
+    let deadline = card.deadline_ms;
+    let countdown = move || {
+        let left = (deadline - now.get()).max(0) / 1000;
+        if left == 0 {
+            "Time is up: the server will be told you did not answer.".to_owned()
+        } else {
+            format!("Answer within {}:{:02}", left / 60, left % 60)
+        }
+    };
+    let fields = form
+        .fields
+        .into_iter()
+        .map(|field| field_view(field, values, card.id.clone()))
+        .collect_view();
+    let (accept, decline, cancel) = (answer.clone(), answer.clone(), answer);
+    let server = card.server_label.clone();
+    view! {
+        <article class="card approval question" data-call=card.id.clone()>
+            <header>
+                <span class="server">{card.server_label.clone()}</span>
+                " asks you, while running "
+                <b class="tool">{card.tool_name.clone()}</b>
+            </header>
+            {elsewhere
+                .then(|| {
+                    view! {
+                        <p class="elsewhere">
+                            <a href=format!("/c/{}", card.conversation_id)>"In another conversation"</a>
+                        </p>
+                    }
+                })}
+            <blockquote class="question-message">{form.message}</blockquote>
+            <form class="question-form" on:submit=|ev| ev.prevent_default()>
+                {fields}
+            </form>
+            <p class="hint-note">
+                {format!(
+                    "Accept sends what is in the form to {server}, as it is; nothing is remembered. Decline tells it no.",
+                )}
+            </p>
+            <p class="countdown">{countdown}</p>
+            <div class="actions">
+                <button
+                    class="primary accept"
+                    type="button"
+                    disabled=move || busy.get()
+                    on:click=move |_| accept("accept")
+                >
+                    "Accept"
+                </button>
+                <button
+                    class="decline"
+                    type="button"
+                    disabled=move || busy.get()
+                    on:click=move |_| decline("decline")
+                >
+                    "Decline"
+                </button>
+                <button
+                    class="cancel"
+                    type="button"
+                    disabled=move || busy.get()
+                    on:click=move |_| cancel("cancel")
+                >
+                    "Cancel"
+                </button>
+            </div>
+            <p class="error" role="alert">{move || error.get()}</p>
+        </article>
+    }
+}
+
+/// Sets or clears one value of the form.
+fn set(values: RwSignal<Map<String, Value>>, name: &str, value: Option<Value>) {
+    values.update(|map| match value {
+        Some(value) => {
+            map.insert(name.to_owned(), value);
+        }
+        None => {
+            map.remove(name);
+        }
+    });
+}
+
+/// One field: its label (the server's title, else its name), description, and input.
+fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: String) -> AnyView {
+    let input_id = format!("q-{card}-{}", field.name);
+    let label = field.label().to_owned();
+    let required = field.required;
+    let description = field.description.clone();
+    let name = field.name.clone();
+    let input = match field.kind {
+        FieldKind::Text { format, max_length, default, .. } => {
+            let kind = match format {
+                Some(TextFormat::Email) => "email",
+                Some(TextFormat::Uri) => "url",
+                Some(TextFormat::Date) => "date",
+                _ => "text",
+            };
+            let placeholder =
+                (format == Some(TextFormat::DateTime)).then_some("2026-12-07T14:30:00Z");
+            view! {
+                <input
+                    id=input_id.clone()
+                    type=kind
+                    name=name.clone()
+                    value=default.unwrap_or_default()
+                    maxlength=max_length.map(|m| m.to_string())
+                    placeholder=placeholder
+                    required=required
+                    on:input=move |ev| {
+                        let text = event_target_value(&ev);
+                        set(values, &name, (!text.is_empty()).then_some(Value::String(text)));
+                    }
+                />
+            }
+            .into_any()
+        }
+        FieldKind::Number { integer, minimum, maximum, default } => view! {
+            <input
+                id=input_id.clone()
+                type="number"
+                name=name.clone()
+                step=if integer { "1" } else { "any" }
+                min=minimum.map(|m| m.to_string())
+                max=maximum.map(|m| m.to_string())
+                value=default.map(|d| d.to_string()).unwrap_or_default()
+                required=required
+                on:input=move |ev| {
+                    let text = event_target_value(&ev);
+                    set(values, &name, number(&text, integer));
+                }
+            />
+        }
+        .into_any(),
+        FieldKind::Boolean { default } => view! {
+            <input
+                id=input_id.clone()
+                type="checkbox"
+                name=name.clone()
+                checked=default.unwrap_or(false)
+                on:change=move |ev| {
+                    set(values, &name, Some(Value::Bool(event_target_checked(&ev))));
+                }
+            />
+        }
+        .into_any(),
+        FieldKind::Choice { options, default } => {
+            let options = options
+                .into_iter()
+                .map(|option| {
+                    let selected = default.as_deref() == Some(option.value.as_str());
+                    let label = option.label().to_owned();
+                    view! { <option value=option.value selected=selected>{label}</option> }
+                })
+                .collect_view();
+            view! {
+                <select
+                    id=input_id.clone()
+                    name=name.clone()
+                    required=required
+                    on:change=move |ev| {
+                        let chosen = event_target_value(&ev);
+                        set(values, &name, (!chosen.is_empty()).then_some(Value::String(chosen)));
+                    }
+                >
+                    <option value="" selected=default.is_none()>"—"</option>
+                    {options}
+                </select>
+            }
+            .into_any()
+        }
+        FieldKind::Choices { options, default, .. } => {
+            let boxes = options
+                .into_iter()
+                .map(|option| {
+                    let name = name.clone();
+                    let value = option.value.clone();
+                    let checked = default.contains(&option.value);
+                    let label = option.label().to_owned();
+                    view! {
+                        <label class="choice">
+                            <input
+                                type="checkbox"
+                                checked=checked
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    toggle(values, &name, &value, on);
+                                }
+                            />
+                            {label}
+                        </label>
+                    }
+                })
+                .collect_view();
+            view! { <span class="choices" id=input_id.clone()>{boxes}</span> }.into_any()
+        }
+    };
+    view! {
+        <div class="field">
+            <label for=input_id>{label} {required.then_some(" (required)")}</label>
+            {description.map(|d| view! { <span class="field-description">{d}</span> })}
+            {input}
+        </div>
+    }
+    .into_any()
+}
+
+/// A number typed into a field: as the JSON number it reads as, text that does not (so the
+/// form's check says what is wrong), or nothing for an empty field.
+fn number(text: &str, integer: bool) -> Option<Value> {
+    let text = text.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let parsed = if integer {
+        text.parse::<i64>().ok().map(Number::from)
+    } else {
+        text.parse::<f64>().ok().and_then(Number::from_f64)
+    };
+    Some(parsed.map(Value::Number).unwrap_or_else(|| Value::String(text.to_owned())))
+}
+
+/// Adds `value` to, or takes it from, a several-choice field's list.
+fn toggle(values: RwSignal<Map<String, Value>>, name: &str, value: &str, on: bool) {
+    values.update(|map| {
+        let mut chosen: Vec<Value> =
+            map.get(name).and_then(Value::as_array).cloned().unwrap_or_default();
+        chosen.retain(|v| v != value);
+        if on {
+            chosen.push(Value::String(value.to_owned()));
+        }
+        if chosen.is_empty() {
+            map.remove(name);
+        } else {
+            map.insert(name.to_owned(), Value::Array(chosen));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number;
+    use serde_json::json;
+
+    #[test]
+    fn typed_numbers_are_sent_as_numbers_and_slips_as_they_are() {
+        assert_eq!(number("42", true), Some(json!(42)));
+        assert_eq!(number("3.5", false), Some(json!(3.5)));
+        assert_eq!(number("3.5", true), Some(json!("3.5")));
+        assert_eq!(number("  ", false), None);
+    }
+}

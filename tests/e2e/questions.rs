@@ -1,0 +1,225 @@
+//! A server's questions during a call it runs (MCP forms, "elicitation"): a card with the form,
+//! answered from any tab, checked before anything reaches the server; declined where nobody can
+//! be asked.
+
+use llooma_fake_model::{FakeModel, Reply};
+use llooma_test_support::peers::Peer;
+use sea_orm::ConnectionTrait;
+use serde_json::{Value, json};
+
+use crate::support::{Events, PASSWORD, Server, Tab, TestDb};
+
+/// An administrator's conversation with MCP on, the fake model as provider, and `peer` added as
+/// "asker". Fields drop in order: the server stops before its database goes.
+struct World {
+    model: FakeModel,
+    _server: Server,
+    tab: Tab,
+    id: String,
+    tools: Value,
+    _db: TestDb,
+}
+
+async fn world(peer: &Peer) -> World {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let mut tab = server.tab();
+    tab.register("root", PASSWORD).await;
+    let provider = tab
+        .post(
+            "/api/v1/admin/providers",
+            json!({"name": "fake", "baseUrl": model.base_url(), "apiKey": "sk-fake"}),
+        )
+        .await;
+    let conversation = tab
+        .post(
+            "/api/v1/conversations",
+            json!({"title": "Q", "providerId": provider.json["id"], "model": "fake-model"}),
+        )
+        .await;
+    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "asker", "address": peer.url()})).await;
+    assert_eq!(added.status, 201, "{added:?}");
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    World { model, _server: server, tab, id, tools: added.json["tools"].clone(), _db: db }
+}
+
+impl World {
+    fn model_name(&self, tool: &str) -> String {
+        let tools = self.tools.as_array().unwrap();
+        let found = tools.iter().find(|t| t["name"] == tool).unwrap_or_else(|| panic!("{tool}"));
+        found["modelName"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends a message; allows the call's card; returns the question's card.
+    async fn asked(&mut self, cards: &mut Events, message: &str) -> Value {
+        let id = self.id.clone();
+        self.tab
+            .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": message}))
+            .await;
+        let call = next_card(cards).await;
+        assert!(call.get("question").is_none(), "a call's card is no question: {call}");
+        let allowed = self.answer(&call, json!({"choice": "allow"})).await;
+        assert_eq!(allowed.status, 200, "{allowed:?}");
+        next_card(cards).await
+    }
+
+    async fn answer(&mut self, card: &Value, body: Value) -> crate::support::Reply {
+        let path = format!("/api/v1/approvals/{}/answer", card["id"].as_str().unwrap());
+        self.tab.post(&path, body).await
+    }
+}
+
+async fn next_card(cards: &mut Events) -> Value {
+    loop {
+        let (name, data) = cards.next().await;
+        if name == "appeared" {
+            return data["card"].clone();
+        }
+    }
+}
+
+/// The text and steps of the turn, up to its end.
+async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
+    let mut text = String::new();
+    let mut steps = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "text" => text.push_str(data["delta"].as_str().unwrap()),
+            "step" => steps.push(data),
+            "end" => return (text, steps),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_servers_question_is_a_card_with_its_form_and_only_a_fitting_answer_reaches_it() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("trigger-elicitation-request");
+    w.model.push(Reply::tool_call(&tool, json!({})));
+    w.model.push(Reply::text("Thanks, Ada."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+
+    let card = w.asked(&mut cards, "sign me up").await;
+    // The card names server and tool, carries the server's words and the form it asked for.
+    assert_eq!(card["serverLabel"], "asker");
+    assert_eq!(card["toolName"], "trigger-elicitation-request");
+    let question = &card["question"];
+    assert_eq!(question["message"], "Please provide inputs for the following fields:");
+    let field = |name: &str| {
+        question["fields"].as_array().unwrap().iter().find(|f| f["name"] == name).unwrap().clone()
+    };
+    assert_eq!(field("name")["required"], true);
+    assert_eq!(
+        field("integer")["kind"],
+        json!({"type": "number", "integer": true,
+        "minimum": 1, "maximum": 100, "default": 42})
+    );
+    assert_eq!(field("email")["kind"]["format"], "email");
+    let heroes = &field("titledSingleSelectEnum")["kind"];
+    assert_eq!(heroes["type"], "choice");
+    assert_eq!(heroes["options"][1], json!({"value": "hero-2", "title": "Green Lantern"}));
+    assert_eq!(field("legacyTitledEnum")["kind"]["options"][0]["title"], "Cats");
+    assert_eq!(field("titledMultipleSelectEnum")["kind"]["type"], "choices");
+    // After a reload the question is still there, form and all.
+    let waiting = w.tab.get("/api/v1/approvals").await.json;
+    assert_eq!(waiting[0]["question"], *question);
+
+    // Allow is for calls; a form that does not fit is refused with what is wrong, and the
+    // question stays open.
+    let wrong = w.answer(&card, json!({"choice": "allow"})).await;
+    assert_eq!(wrong.status, 400, "{wrong:?}");
+    assert!(wrong.json["message"].as_str().unwrap().contains("accept"), "{wrong:?}");
+    let unfit = w.answer(&card, json!({"choice": "accept", "content": {"check": true}})).await;
+    assert_eq!(unfit.status, 400, "{unfit:?}");
+    assert!(unfit.json["message"].as_str().unwrap().contains("is required"), "{unfit:?}");
+    let unfit = w
+        .answer(&card, json!({"choice": "accept", "content": {"name": "Ada", "integer": 500}}))
+        .await;
+    assert!(unfit.json["message"].as_str().unwrap().contains("100 or less"), "{unfit:?}");
+    let unfit =
+        w.answer(&card, json!({"choice": "accept", "content": {"name": "Ada", "spy": "x"}})).await;
+    assert_eq!(unfit.status, 400, "{unfit:?}");
+
+    let accepted = w
+        .answer(&card, json!({"choice": "accept", "content": {"name": "Ada", "check": true}}))
+        .await;
+    assert_eq!(accepted.status, 200, "{accepted:?}");
+    assert_eq!(accepted.json["state"], "allowed");
+    // A second tab is told it came too late.
+    let late = w.answer(&card, json!({"choice": "decline"})).await;
+    assert_eq!(late.status, 409, "{late:?}");
+
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "Thanks, Ada.");
+    let asked = steps.iter().find(|s| s.get("question").is_some()).unwrap();
+    assert_eq!(asked["reply"], "accept");
+    assert_eq!(asked["state"], "allowed");
+    assert_eq!(asked["question"], "Please provide inputs for the following fields:");
+    // What the server made of the answer (with the default the person let stand) reached the
+    // model as the call's result, wrapped as the server's text.
+    let result = &w.model.requests()[1].raw_body;
+    assert!(result.contains("Name: Ada") && result.contains("Favorite Integer: 42"), "{result}");
+    assert!(result.contains("untrusted"), "{result}");
+    // The timeline says what was done with the question, never what was typed into it, and
+    // the stored answer is dropped once the server has it.
+    assert!(!asked.to_string().contains("Ada"), "{asked}");
+    let conn = crate::support::connect(&w._db).await;
+    let rows = conn
+        .query_all_raw(sea_orm::Statement::from_string(
+            conn.get_database_backend(),
+            "SELECT reply_json FROM approval_calls WHERE question_json IS NOT NULL",
+        ))
+        .await
+        .unwrap();
+    let kept: Vec<Option<String>> = rows.iter().map(|r| r.try_get_by_index(0).unwrap()).collect();
+    assert_eq!(kept, [None]);
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_declined_question_on_2026_07_28_tells_the_server_no() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("home-assistant-set_thermostat");
+    w.model.push(Reply::tool_call(&tool, json!({"room": "hall"})));
+    w.model.push(Reply::text("Left alone."));
+    w.model.push(Reply::tool_call(&tool, json!({"room": "kitchen"})));
+    w.model.push(Reply::text("Set."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+
+    let card = w.asked(&mut cards, "heat the hall").await;
+    assert_eq!(card["question"]["message"], "Which temperature for the hall?");
+    let declined = w.answer(&card, json!({"choice": "decline"})).await;
+    assert_eq!(declined.status, 200, "{declined:?}");
+    let (_, steps) = read_turn(&mut events).await;
+    assert_eq!(steps.iter().find(|s| s.get("question").is_some()).unwrap()["reply"], "decline");
+    let result = &w.model.requests()[1].raw_body;
+    assert!(result.contains("left alone: the person chose decline"), "{result}");
+    let stray = w.answer(&card, json!({"choice": "accept", "content": {"x": 1}})).await;
+    assert_eq!(stray.status, 400, "content of another form is refused before the race: {stray:?}");
+
+    // Accepted with the default temperature and a chosen mode: the call is sent again with
+    // the answer (the 2026-07-28 way) and the server acts on it.
+    let card = w.asked(&mut cards, "heat the kitchen").await;
+    let accepted =
+        w.answer(&card, json!({"choice": "accept", "content": {"mode": "comfort"}})).await;
+    assert_eq!(accepted.status, 200, "{accepted:?}");
+    let (text, _) = read_turn(&mut events).await;
+    assert_eq!(text, "Set.");
+    let result = &w.model.requests()[3].raw_body;
+    assert!(result.contains("set to 20 °C, comfort"), "{result}");
+}
