@@ -4,6 +4,7 @@
 mod driver;
 mod everyday;
 mod files;
+mod questions;
 mod voice;
 
 use llooma_fake_model::{FakeModel, Reply};

@@ -272,6 +272,11 @@ impl Browser {
     }
 
     /// Types into a field (WebDriver key codes such as `\u{E004}` (Tab) work too).
+    /// Empties a field (as a person selecting its text and deleting it).
+    pub async fn clear(&self, css: &str) {
+        self.on_element(css, "POST", "clear", Some(json!({}))).await;
+    }
+
     pub async fn type_into(&self, css: &str, text: &str) {
         self.on_element(css, "POST", "value", Some(json!({"text": text}))).await;
     }

@@ -1,0 +1,72 @@
+//! A server's question during a call, in a real Chromium: the card with its form on a phone,
+//! an answer that does not fit said on the card, the answer sent, and the timeline after.
+
+use llooma_fake_model::{FakeModel, Reply};
+use serde_json::json;
+
+use super::driver::Browser;
+use super::{sign_in, with_conversations};
+use crate::support::{Server, TestDb};
+
+#[tokio::test]
+async fn browser_a_servers_question_is_a_form_on_its_card() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
+    let added = api.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()}));
+    let added = added.await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let thermostat =
+        crate::conversations::model_name_in(&added.json, "home-assistant-set_thermostat");
+    let path = format!("/api/v1/conversations/{id}");
+    let on = api.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
+    assert_eq!(on.status, 200, "{on:?}");
+    model.push(Reply::tool_call(&thermostat, json!({"room": "hall"})));
+    model.push(Reply::text("The hall is warming up."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "heat the hall").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "home-assistant-set_thermostat").await;
+    browser.click(".card.approval button.allow").await;
+
+    // The question: who asks, during which call, in the server's words, and the form.
+    let card = browser.wait_text(".card.question", "Which temperature for the hall?").await;
+    assert!(card.contains("hub asks you, while running home-assistant-set_thermostat"), "{card}");
+    assert!(card.contains("Temperature (°C)") && card.contains("Mode (required)"), "{card}");
+    // The server's default shows in its field and goes with the answer unless changed.
+    assert_eq!(browser.value(".card.question input[type=number]").await, "20");
+    // It survives a reload, and fits the phone.
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.wait_text(".card.question", "Which temperature for the hall?").await;
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the card does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.screenshot("question-card-phone").await;
+
+    // Accept without the required choice: said on the card, nothing sent, the card stays.
+    browser.click(".card.question button.accept").await;
+    browser.wait_text(".card.question .error", "Mode is required.").await;
+    browser.click(".card.question select option[value=eco]").await;
+    browser.clear(".card.question input[type=number]").await;
+    browser.type_into(".card.question input[type=number]", "23").await;
+    browser.click(".card.question button.accept").await;
+    browser.wait_gone(".card.question").await;
+
+    // The timeline says what was asked and that it was answered, never the values.
+    let step = browser.wait_text(".step.question", "you answered").await;
+    assert!(step.contains("Which temperature for the hall?"), "{step}");
+    browser.wait_text(".timeline", "The hall is warming up.").await;
+    let sent: Vec<String> = model.requests().into_iter().map(|r| r.raw_body).collect();
+    assert!(sent.iter().any(|body| body.contains("set to 23 °C, eco")), "{sent:?}");
+}
