@@ -916,7 +916,7 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
 
 /// A server's question during a call, in the timeline: what it asked and what became of it
 /// (never the values given: those went to the server and are not kept).
-fn question_step(step: &Step, server: String, question: String) -> AnyView {
+fn question_step(step: &Step, server: String, question: String) -> impl IntoView + use<> {
     let state = step.state.as_str();
     let tool = step.server_tool.clone().unwrap_or_default();
     let (icon, what) = match (step.state, step.reply.as_deref()) {
@@ -945,7 +945,6 @@ fn question_step(step: &Step, server: String, question: String) -> AnyView {
             <span class="what">{what}</span>
         </div>
     }
-    .into_any()
 }
 
 /// JSON text, indented; anything else as it is.

@@ -2,6 +2,7 @@
 //! instance read from its request, and Accept, Decline, Cancel. The values are checked against
 //! the same form before they are sent (the instance checks them again).
 
+use leptos::either::EitherOf5;
 use leptos::prelude::*;
 use llooma_types::ApprovalCardView;
 use llooma_types::question::{FieldKind, FormField, QuestionForm, TextFormat};
@@ -144,7 +145,11 @@ fn set(values: RwSignal<Map<String, Value>>, name: &str, value: Option<Value>) {
 }
 
 /// One field: its label (the server's title, else its name), description, and input.
-fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: String) -> AnyView {
+fn field_view(
+    field: FormField,
+    values: RwSignal<Map<String, Value>>,
+    card: String,
+) -> impl IntoView + use<> {
     let input_id = format!("q-{card}-{}", field.name);
     let label = field.label().to_owned();
     let required = field.required;
@@ -160,7 +165,7 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
             };
             let placeholder =
                 (format == Some(TextFormat::DateTime)).then_some("2026-12-07T14:30:00Z");
-            view! {
+            EitherOf5::A(view! {
                 <input
                     id=input_id.clone()
                     type=kind
@@ -174,10 +179,9 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
                         set(values, &name, (!text.is_empty()).then_some(Value::String(text)));
                     }
                 />
-            }
-            .into_any()
+            })
         }
-        FieldKind::Number { integer, minimum, maximum, default } => view! {
+        FieldKind::Number { integer, minimum, maximum, default } => EitherOf5::B(view! {
             <input
                 id=input_id.clone()
                 type="number"
@@ -192,9 +196,8 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
                     set(values, &name, number(&text, integer));
                 }
             />
-        }
-        .into_any(),
-        FieldKind::Boolean { default } => view! {
+        }),
+        FieldKind::Boolean { default } => EitherOf5::C(view! {
             <input
                 id=input_id.clone()
                 type="checkbox"
@@ -204,8 +207,7 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
                     set(values, &name, Some(Value::Bool(event_target_checked(&ev))));
                 }
             />
-        }
-        .into_any(),
+        }),
         FieldKind::Choice { options, default } => {
             let options = options
                 .into_iter()
@@ -215,7 +217,7 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
                     view! { <option value=option.value selected=selected>{label}</option> }
                 })
                 .collect_view();
-            view! {
+            EitherOf5::D(view! {
                 <select
                     id=input_id.clone()
                     name=name.clone()
@@ -228,8 +230,7 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
                     <option value="" selected=default.is_none()>"—"</option>
                     {options}
                 </select>
-            }
-            .into_any()
+            })
         }
         FieldKind::Choices { options, default, .. } => {
             let boxes = options
@@ -254,7 +255,7 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
                     }
                 })
                 .collect_view();
-            view! { <span class="choices" id=input_id.clone()>{boxes}</span> }.into_any()
+            EitherOf5::E(view! { <span class="choices" id=input_id.clone()>{boxes}</span> })
         }
     };
     view! {
@@ -264,7 +265,6 @@ fn field_view(field: FormField, values: RwSignal<Map<String, Value>>, card: Stri
             {input}
         </div>
     }
-    .into_any()
 }
 
 /// A number typed into a field: as the JSON number it reads as, text that does not (so the

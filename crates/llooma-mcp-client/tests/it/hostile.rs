@@ -366,3 +366,55 @@ async fn snapshots_past_the_instance_bound_are_refused_as_busy_not_queued() {
     let again = client.snapshot(&url, None).await.unwrap_err();
     assert!(matches!(again, McpError::Timeout { .. }), "{again:?}");
 }
+
+/// An `input_required` result asking `schema` of the person.
+fn input_required(schema: Value) -> Reply {
+    Reply::Result(json!({
+        "resultType": "input_required",
+        "inputRequests": {"q": {"method": "elicitation/create",
+            "params": {"mode": "form", "message": "Again?", "requestedSchema": schema}}},
+        "requestState": "round",
+    }))
+}
+
+#[tokio::test]
+async fn a_server_that_keeps_asking_is_given_up_after_ten_rounds() {
+    let server = hostile(|method, _| match method {
+        "tools/call" => input_required(json!({"type": "object", "properties": {}})),
+        _ => Reply::Default,
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::ServerQuestion>(1);
+    let person = tokio::spawn(async move {
+        let mut asked = 0;
+        while let Some(question) = questions.recv().await {
+            asked += 1;
+            let _ = question.reply.send(llooma_mcp_client::QuestionAnswer::Decline);
+        }
+        asked
+    });
+    let err = session.call_tool_asking("t", json!({}), Some(asker)).await.unwrap_err();
+    assert!(err.to_string().contains("after 10 rounds"), "{err}");
+    assert_eq!(person.await.unwrap(), 10);
+    assert_eq!(server.count("tools/call"), 10);
+}
+
+#[tokio::test]
+async fn a_question_too_large_to_show_fails_the_call_without_reaching_the_person() {
+    let huge: serde_json::Map<String, Value> = (0..5000)
+        .map(|i| (format!("field_{i}"), json!({"type": "string", "description": "x".repeat(20)})))
+        .collect();
+    let server = hostile(move |method, _| match method {
+        "tools/call" => input_required(json!({"type": "object", "properties": huge})),
+        _ => Reply::Default,
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::ServerQuestion>(1);
+    let err = session.call_tool_asking("t", json!({}), Some(asker)).await.unwrap_err();
+    assert!(err.to_string().contains("forms of at most 65536 bytes"), "{err}");
+    assert!(questions.try_recv().is_err(), "the person was asked");
+}
