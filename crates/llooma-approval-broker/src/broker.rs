@@ -285,26 +285,6 @@ impl<S: ApprovalPort> Broker<S> {
         answer: Answer<'_>,
     ) -> Result<AnswerResult, BrokerError> {
         let inner = &self.inner;
-        // What kind of card it is never changes, so reading it first races with nothing.
-        let Some(asked) =
-            inner.port.call_by_id(call_id).await?.filter(|c| c.account_id == account_id)
-        else {
-            return Ok(AnswerResult::NotFound);
-        };
-        match (asked.question_json.is_some(), answer.question) {
-            (true, false) => {
-                return Err(BrokerError::WrongAnswer(
-                    "this card is a server's question: answer it with accept (and the form's \
-                     values), decline or cancel",
-                ));
-            }
-            (false, true) => {
-                return Err(BrokerError::WrongAnswer(
-                    "this card is a call to allow: answer it with allow, refuse or always_allow",
-                ));
-            }
-            _ => {}
-        }
         let now = inner.clock.now_ms();
         let state = answer.state;
         let won = inner
@@ -318,6 +298,7 @@ impl<S: ApprovalPort> Broker<S> {
                 remember: answer.remember,
                 origin: &inner.config.replica_id,
                 reply_json: answer.reply_json,
+                question: answer.question,
             })
             .await?;
         if won {
@@ -331,6 +312,22 @@ impl<S: ApprovalPort> Broker<S> {
         };
         if won {
             return Ok(AnswerResult::Won { call: Box::new(call) });
+        }
+        // It did not win: perhaps it was the wrong kind of answer (a card's kind never changes,
+        // so this read races with nothing).
+        match (call.question_json.is_some(), answer.question) {
+            (true, false) => {
+                return Err(BrokerError::WrongAnswer(
+                    "this card is a server's question: answer it with accept (and the form's \
+                     values), decline or cancel",
+                ));
+            }
+            (false, true) => {
+                return Err(BrokerError::WrongAnswer(
+                    "this card is a call to allow: answer it with allow, refuse or always_allow",
+                ));
+            }
+            _ => {}
         }
         if call.state == CallState::Pending && now >= call.deadline_ms {
             // Too late, and the waiter has not settled it yet: settle it now, so the person is

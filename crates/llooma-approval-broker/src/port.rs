@@ -30,6 +30,9 @@ pub struct AnswerUpdate<'a> {
     /// A question's answer (the form's values, or the person's decline), stored with the
     /// state so the waiting turn reads it on whichever replica it runs.
     pub reply_json: Option<&'a str>,
+    /// Whether this answers a server's question: the update applies only to a row of that
+    /// kind (`question_json` set), and an answer to a call only to a call's row.
+    pub question: bool,
 }
 
 /// Which pending calls lost the turn that was waiting for them.

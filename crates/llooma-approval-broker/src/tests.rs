@@ -107,6 +107,7 @@ impl ApprovalPort for FakePort {
         if call.account_id != update.account_id
             || call.state != CallState::Pending
             || call.deadline_ms <= update.at_ms
+            || call.question_json.is_some() != update.question
         {
             return Ok(false);
         }
@@ -415,6 +416,7 @@ async fn without_notices_the_recheck_finds_an_answer_made_elsewhere() {
         remember: false,
         origin: "other",
         reply_json: None,
+        question: false,
     };
     assert!(port.answer_call(update).await.unwrap());
     tokio::task::yield_now().await;

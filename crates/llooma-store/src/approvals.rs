@@ -283,7 +283,12 @@ impl Store {
             .filter(calls::Column::Id.eq(update.call_id))
             .filter(calls::Column::AccountId.eq(update.account_id))
             .filter(calls::Column::State.eq(PENDING))
-            .filter(calls::Column::DeadlineMs.gt(update.at_ms));
+            .filter(calls::Column::DeadlineMs.gt(update.at_ms))
+            .filter(if update.question {
+                calls::Column::QuestionJson.is_not_null()
+            } else {
+                calls::Column::QuestionJson.is_null()
+            });
         if let Some(inline) = &self.inline
             && !update.remember
         {

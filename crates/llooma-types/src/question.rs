@@ -174,6 +174,9 @@ impl QuestionForm {
                 kind,
             });
         }
+        // The server's own order does not survive the trip (its properties arrive as a map);
+        // the fields it requires come first, the rest after, each group by name.
+        fields.sort_by_key(|field| !field.required);
         Ok(QuestionForm { message: message.to_owned(), fields })
     }
 
@@ -527,6 +530,7 @@ mod tests {
                      "items": {"anyOf": [{"const": "f1", "title": "Tuna"}, {"const": "f2"}]}},
         }}));
         assert_eq!(form.fields.len(), 7);
+        assert_eq!(form.fields[0].name, "name", "a required field comes first");
         let field = |name: &str| form.fields.iter().find(|f| f.name == name).unwrap();
         assert!(field("name").required);
         assert_eq!(field("name").label(), "Name");

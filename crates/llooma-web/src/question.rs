@@ -2,7 +2,7 @@
 //! instance read from its request, and Accept, Decline, Cancel. The values are checked against
 //! the same form before they are sent (the instance checks them again).
 
-use leptos::either::EitherOf5;
+use leptos::either::EitherOf3;
 use leptos::prelude::*;
 use llooma_types::ApprovalCardView;
 use llooma_types::question::{FieldKind, FormField, QuestionForm, TextFormat};
@@ -144,7 +144,9 @@ fn set(values: RwSignal<Map<String, Value>>, name: &str, value: Option<Value>) {
     });
 }
 
-/// One field: its label (the server's title, else its name), description, and input.
+/// One field: its label (the server's title, else its name), description, and input. Text,
+/// numbers and yes/no share one `<input>` (its type and bounds as attributes): each distinct
+/// view is code in the browser part, so fewer kinds of view keep it small.
 fn field_view(
     field: FormField,
     values: RwSignal<Map<String, Value>>,
@@ -154,60 +156,8 @@ fn field_view(
     let label = field.label().to_owned();
     let required = field.required;
     let description = field.description.clone();
-    let name = field.name.clone();
+    let name = field.name;
     let input = match field.kind {
-        FieldKind::Text { format, max_length, default, .. } => {
-            let kind = match format {
-                Some(TextFormat::Email) => "email",
-                Some(TextFormat::Uri) => "url",
-                Some(TextFormat::Date) => "date",
-                _ => "text",
-            };
-            let placeholder =
-                (format == Some(TextFormat::DateTime)).then_some("2026-12-07T14:30:00Z");
-            EitherOf5::A(view! {
-                <input
-                    id=input_id.clone()
-                    type=kind
-                    name=name.clone()
-                    value=default.unwrap_or_default()
-                    maxlength=max_length.map(|m| m.to_string())
-                    placeholder=placeholder
-                    required=required
-                    on:input=move |ev| {
-                        let text = event_target_value(&ev);
-                        set(values, &name, (!text.is_empty()).then_some(Value::String(text)));
-                    }
-                />
-            })
-        }
-        FieldKind::Number { integer, minimum, maximum, default } => EitherOf5::B(view! {
-            <input
-                id=input_id.clone()
-                type="number"
-                name=name.clone()
-                step=if integer { "1" } else { "any" }
-                min=minimum.map(|m| m.to_string())
-                max=maximum.map(|m| m.to_string())
-                value=default.map(|d| d.to_string()).unwrap_or_default()
-                required=required
-                on:input=move |ev| {
-                    let text = event_target_value(&ev);
-                    set(values, &name, number(&text, integer));
-                }
-            />
-        }),
-        FieldKind::Boolean { default } => EitherOf5::C(view! {
-            <input
-                id=input_id.clone()
-                type="checkbox"
-                name=name.clone()
-                checked=default.unwrap_or(false)
-                on:change=move |ev| {
-                    set(values, &name, Some(Value::Bool(event_target_checked(&ev))));
-                }
-            />
-        }),
         FieldKind::Choice { options, default } => {
             let options = options
                 .into_iter()
@@ -217,7 +167,7 @@ fn field_view(
                     view! { <option value=option.value selected=selected>{label}</option> }
                 })
                 .collect_view();
-            EitherOf5::D(view! {
+            EitherOf3::A(view! {
                 <select
                     id=input_id.clone()
                     name=name.clone()
@@ -255,7 +205,40 @@ fn field_view(
                     }
                 })
                 .collect_view();
-            EitherOf5::E(view! { <span class="choices" id=input_id.clone()>{boxes}</span> })
+            EitherOf3::B(view! { <span class="choices" id=input_id.clone()>{boxes}</span> })
+        }
+        kind => {
+            let shape = InputShape::of(&kind);
+            EitherOf3::C(view! {
+                <input
+                    id=input_id.clone()
+                    type=shape.kind
+                    name=name.clone()
+                    value=shape.value
+                    checked=shape.checked
+                    step=shape.step
+                    min=shape.min
+                    max=shape.max
+                    maxlength=shape.max_length
+                    placeholder=shape.placeholder
+                    required=required && shape.kind != "checkbox"
+                    on:input=move |ev| {
+                        let typed = match &kind {
+                            FieldKind::Boolean { .. } => {
+                                Some(Value::Bool(event_target_checked(&ev)))
+                            }
+                            FieldKind::Number { integer, .. } => {
+                                number(&event_target_value(&ev), *integer)
+                            }
+                            _ => {
+                                let text = event_target_value(&ev);
+                                (!text.is_empty()).then_some(Value::String(text))
+                            }
+                        };
+                        set(values, &name, typed);
+                    }
+                />
+            })
         }
     };
     view! {
@@ -264,6 +247,61 @@ fn field_view(
             {description.map(|d| view! { <span class="field-description">{d}</span> })}
             {input}
         </div>
+    }
+}
+
+/// The attributes of the one `<input>` for a text, number or yes/no field.
+struct InputShape {
+    kind: &'static str,
+    value: String,
+    checked: bool,
+    step: Option<&'static str>,
+    min: Option<String>,
+    max: Option<String>,
+    max_length: Option<String>,
+    placeholder: Option<&'static str>,
+}
+
+impl InputShape {
+    fn of(kind: &FieldKind) -> InputShape {
+        let mut shape = InputShape {
+            kind: "text",
+            value: String::new(),
+            checked: false,
+            step: None,
+            min: None,
+            max: None,
+            max_length: None,
+            placeholder: None,
+        };
+        match kind {
+            FieldKind::Text { format, max_length, default, .. } => {
+                shape.kind = match format {
+                    Some(TextFormat::Email) => "email",
+                    Some(TextFormat::Uri) => "url",
+                    Some(TextFormat::Date) => "date",
+                    _ => "text",
+                };
+                if *format == Some(TextFormat::DateTime) {
+                    shape.placeholder = Some("2026-12-07T14:30:00Z");
+                }
+                shape.max_length = max_length.map(|m| m.to_string());
+                shape.value = default.clone().unwrap_or_default();
+            }
+            FieldKind::Number { integer, minimum, maximum, default } => {
+                shape.kind = "number";
+                shape.step = Some(if *integer { "1" } else { "any" });
+                shape.min = minimum.as_ref().map(ToString::to_string);
+                shape.max = maximum.as_ref().map(ToString::to_string);
+                shape.value = default.as_ref().map(ToString::to_string).unwrap_or_default();
+            }
+            FieldKind::Boolean { default } => {
+                shape.kind = "checkbox";
+                shape.checked = default.unwrap_or(false);
+            }
+            FieldKind::Choice { .. } | FieldKind::Choices { .. } => {}
+        }
+        shape
     }
 }
 

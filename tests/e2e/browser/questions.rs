@@ -70,3 +70,68 @@ async fn browser_a_servers_question_is_a_form_on_its_card() {
     let sent: Vec<String> = model.requests().into_iter().map(|r| r.raw_body).collect();
     assert!(sent.iter().any(|body| body.contains("set to 23 °C, eco")), "{sent:?}");
 }
+
+/// Every kind of field a server may ask for, filled in a desktop browser, reaches the server as
+/// typed (server-everything's form: text with formats, numbers, yes/no, one and several choices).
+#[tokio::test]
+async fn browser_every_kind_of_field_reaches_the_server_as_given() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let base = server.base.clone();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
+    let added = api.post("/api/v1/mcp/servers", json!({"label": "every", "address": peer.url()}));
+    let added = added.await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let tool = crate::conversations::model_name_in(&added.json, "trigger-elicitation-request");
+    let path = format!("/api/v1/conversations/{id}");
+    api.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
+    model.push(Reply::tool_call(&tool, json!({})));
+    model.push(Reply::text("Noted."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "ask me").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "trigger-elicitation-request").await;
+    browser.click(".card.approval button.allow").await;
+    browser.wait_text(".card.question", "Please provide inputs for the following fields:").await;
+
+    let field = |name: &str| format!(".card.question [name={name}]");
+    browser.type_into(&field("name"), "Ada Lovelace").await;
+    browser.click(&field("check")).await;
+    // A slip the form catches before anything is sent.
+    browser.type_into(&field("email"), "not-an-address").await;
+    browser.click(".card.question button.accept").await;
+    browser.wait_text(".card.question .error", "give an email address").await;
+    browser.clear(&field("email")).await;
+    browser.type_into(&field("email"), "ada@example.org").await;
+    browser.clear(&field("integer")).await;
+    browser.type_into(&field("integer"), "7").await;
+    browser.click(".card.question select[name=titledSingleSelectEnum] option[value=hero-3]").await;
+    browser.click_text(".card.question .choice", "Salmon").await;
+    browser.click(".card.question button.accept").await;
+    browser.wait_gone(".card.question").await;
+    browser.wait_text(".timeline", "Noted.").await;
+
+    let sent: Vec<String> = model.requests().into_iter().map(|r| r.raw_body).collect();
+    let result = sent.iter().find(|b| b.contains("Raw result")).expect("the server's answer");
+    for said in [
+        "Name: Ada Lovelace",
+        "Agreed to terms: true",
+        "Email: ada@example.org",
+        "Favorite Integer: 7",
+        "hero-3",
+        "fish-2",
+        "fish-1",
+    ] {
+        assert!(result.contains(said), "{said:?} missing from {result}");
+    }
+}
