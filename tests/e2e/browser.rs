@@ -13,6 +13,40 @@ use serde_json::{Value, json};
 use crate::support::{PASSWORD, Server, Tab, TestDb};
 use driver::Browser;
 
+/// A server that reaches the fake model and `peer`, and an administrator's conversation on the
+/// fake model with `peer` added as `label` and MCP switched on. Fields drop in order: the server
+/// stops before its database goes.
+pub(crate) struct McpConversation {
+    pub model: FakeModel,
+    pub server: Server,
+    pub id: String,
+    /// The answer to adding the server (its tools with their model-facing names).
+    pub added: Value,
+    _db: TestDb,
+}
+
+pub(crate) async fn mcp_conversation(
+    peer: &llooma_test_support::peers::Peer,
+    label: &str,
+) -> McpConversation {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
+    let added = api.post("/api/v1/mcp/servers", json!({"label": label, "address": peer.url()}));
+    let added = added.await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let on = api
+        .send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+    assert_eq!(on.status, 200, "{on:?}");
+    McpConversation { model, server, id, added: added.json, _db: db }
+}
+
 /// An administrator with a provider of the fake model and `count` conversations on it; returns
 /// the API tab and the conversations' ids.
 pub(crate) async fn with_conversations(
@@ -1307,23 +1341,10 @@ async fn browser_a_reload_shows_every_reply_s_timeline_as_it_was_shown_live() {
 async fn browser_a_card_says_what_the_server_claims_of_its_tool() {
     let Some(peer) = crate::peers::gateway(None) else { return };
     let Some(browser) = Browser::start(390, 844).await else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
+    let McpConversation { model, server, id, added, .. } = mcp_conversation(&peer, "hub").await;
     let base = server.base.clone();
-    let (mut api, ids) = with_conversations(&server, &model, 1).await;
-    let id = ids[0].clone();
-    let added = api.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()}));
-    let added = added.await;
-    assert_eq!(added.status, 201, "{added:?}");
-    let turn_on = crate::conversations::model_name_in(&added.json, "home-assistant-turn_on");
-    let turn_off = crate::conversations::model_name_in(&added.json, "home-assistant-turn_off");
-    let path = format!("/api/v1/conversations/{id}");
-    let on = api.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
-    assert_eq!(on.status, 200, "{on:?}");
+    let turn_on = crate::conversations::model_name_in(&added, "home-assistant-turn_on");
+    let turn_off = crate::conversations::model_name_in(&added, "home-assistant-turn_off");
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
     model.push(Reply::tool_call(&turn_off, json!({"entity_id": "light.hall"})));
     model.push(Reply::text("Both done."));

@@ -1,34 +1,19 @@
 //! A server's question during a call, in a real Chromium: the card with its form on a phone,
 //! an answer that does not fit said on the card, the answer sent, and the timeline after.
 
-use llooma_fake_model::{FakeModel, Reply};
+use llooma_fake_model::Reply;
 use serde_json::json;
 
 use super::driver::Browser;
-use super::{sign_in, with_conversations};
-use crate::support::{Server, TestDb};
+use super::{McpConversation, mcp_conversation, sign_in};
 
 #[tokio::test]
 async fn browser_a_servers_question_is_a_form_on_its_card() {
     let Some(peer) = crate::peers::gateway(None) else { return };
     let Some(browser) = Browser::start(390, 844).await else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
+    let McpConversation { model, server, id, added, .. } = mcp_conversation(&peer, "hub").await;
     let base = server.base.clone();
-    let (mut api, ids) = with_conversations(&server, &model, 1).await;
-    let id = ids[0].clone();
-    let added = api.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()}));
-    let added = added.await;
-    assert_eq!(added.status, 201, "{added:?}");
-    let thermostat =
-        crate::conversations::model_name_in(&added.json, "home-assistant-set_thermostat");
-    let path = format!("/api/v1/conversations/{id}");
-    let on = api.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
-    assert_eq!(on.status, 200, "{on:?}");
+    let thermostat = crate::conversations::model_name_in(&added, "home-assistant-set_thermostat");
     model.push(Reply::tool_call(&thermostat, json!({"room": "hall"})));
     model.push(Reply::text("The hall is warming up."));
 
@@ -77,21 +62,9 @@ async fn browser_a_servers_question_is_a_form_on_its_card() {
 async fn browser_every_kind_of_field_reaches_the_server_as_given() {
     let Some(peer) = crate::peers::everything() else { return };
     let Some(browser) = Browser::start(1280, 900).await else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
+    let McpConversation { model, server, id, added, .. } = mcp_conversation(&peer, "every").await;
     let base = server.base.clone();
-    let (mut api, ids) = with_conversations(&server, &model, 1).await;
-    let id = ids[0].clone();
-    let added = api.post("/api/v1/mcp/servers", json!({"label": "every", "address": peer.url()}));
-    let added = added.await;
-    assert_eq!(added.status, 201, "{added:?}");
-    let tool = crate::conversations::model_name_in(&added.json, "trigger-elicitation-request");
-    let path = format!("/api/v1/conversations/{id}");
-    api.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
+    let tool = crate::conversations::model_name_in(&added, "trigger-elicitation-request");
     model.push(Reply::tool_call(&tool, json!({})));
     model.push(Reply::text("Noted."));
 
