@@ -12,6 +12,7 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
+use crate::card::{countdown, send_answer};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::model::{Me, Page};
@@ -1471,30 +1472,9 @@ fn ApprovalCard(
     let busy = RwSignal::new(false);
     let id = card.id.clone();
     let answer = move |choice: &'static str| {
-        let path = format!("/api/v1/approvals/{id}/answer");
-        let id = id.clone();
-        let csrf = csrf.clone();
-        busy.set(true);
-        api::spawn(async move {
-            let body = json!({"choice": choice});
-            match api::call("POST", &path, Some(body), Some(&csrf)).await {
-                Ok(_) => cards.update(|list| list.retain(|c| c.id != id)),
-                Err(failure) => {
-                    error.set(Some(failure.message));
-                    busy.set(false);
-                }
-            }
-        });
+        send_answer(&id, json!({"choice": choice}), &csrf, cards, busy, error);
     };
-    let deadline = card.deadline_ms;
-    let countdown = move || {
-        let left = (deadline - now.get()).max(0) / 1000;
-        if left == 0 {
-            "Time is up: the call will not be made.".to_owned()
-        } else {
-            format!("Answer within {}:{:02}", left / 60, left % 60)
-        }
-    };
+    let countdown = countdown(card.deadline_ms, now, "Time is up: the call will not be made.");
     let allow = answer.clone();
     let refuse = answer.clone();
     let always = answer;

@@ -17,6 +17,7 @@ mod api;
 mod app;
 pub mod attach;
 mod bots;
+mod card;
 mod discover;
 mod files;
 mod forms;

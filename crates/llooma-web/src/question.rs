@@ -8,7 +8,7 @@ use llooma_types::ApprovalCardView;
 use llooma_types::question::{FieldKind, FormField, QuestionForm, TextFormat};
 use serde_json::{Map, Number, Value, json};
 
-use crate::api;
+use crate::card::{countdown, send_answer};
 
 /// The card of a question.
 #[component]
@@ -45,30 +45,10 @@ pub fn QuestionCard(
                 }
             }
         }
-        let path = format!("/api/v1/approvals/{id}/answer");
-        let id = id.clone();
-        let csrf = csrf.clone();
-        busy.set(true);
-        error.set(None);
-        api::spawn(async move {
-            match api::call("POST", &path, Some(body), Some(&csrf)).await {
-                Ok(_) => cards.update(|list| list.retain(|c| c.id != id)),
-                Err(failure) => {
-                    error.set(Some(failure.message));
-                    busy.set(false);
-                }
-            }
-        });
+        send_answer(&id, body, &csrf, cards, busy, error);
     };
-    let deadline = card.deadline_ms;
-    let countdown = move || {
-        let left = (deadline - now.get()).max(0) / 1000;
-        if left == 0 {
-            "Time is up: the server will be told you did not answer.".to_owned()
-        } else {
-            format!("Answer within {}:{:02}", left / 60, left % 60)
-        }
-    };
+    let countdown =
+        countdown(card.deadline_ms, now, "Time is up: the server will be told you did not answer.");
     let fields = form
         .fields
         .into_iter()
