@@ -1341,10 +1341,12 @@ async fn browser_a_reload_shows_every_reply_s_timeline_as_it_was_shown_live() {
 async fn browser_a_card_says_what_the_server_claims_of_its_tool() {
     let Some(peer) = crate::peers::gateway(None) else { return };
     let Some(browser) = Browser::start(390, 844).await else { return };
-    let McpConversation { model, server, id, added, .. } = mcp_conversation(&peer, "hub").await;
-    let base = server.base.clone();
-    let turn_on = crate::conversations::model_name_in(&added, "home-assistant-turn_on");
-    let turn_off = crate::conversations::model_name_in(&added, "home-assistant-turn_off");
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "hub").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let turn_on = crate::conversations::model_name_in(added, "home-assistant-turn_on");
+    let turn_off = crate::conversations::model_name_in(added, "home-assistant-turn_off");
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
     model.push(Reply::tool_call(&turn_off, json!({"entity_id": "light.hall"})));
     model.push(Reply::text("Both done."));

@@ -1,6 +1,6 @@
-//! A server's questions during a call it runs (MCP forms, "elicitation"): a card with the form,
-//! answered from any tab, checked before anything reaches the server; declined where nobody can
-//! be asked.
+//! What a server says during a call it runs: its questions (MCP forms, "elicitation"), a card
+//! with the form, answered from any tab, checked before anything reaches the server, declined
+//! where nobody can be asked; and its progress, live in the call's step.
 
 use llooma_fake_model::{FakeModel, Reply};
 use llooma_test_support::peers::Peer;
@@ -222,4 +222,49 @@ async fn a_declined_question_on_2026_07_28_tells_the_server_no() {
     assert_eq!(text, "Set.");
     let result = &w.model.requests()[3].raw_body;
     assert!(result.contains("set to 20 °C, comfort"), "{result}");
+}
+
+#[tokio::test]
+async fn a_running_calls_progress_is_told_live_and_the_step_settles_it() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("trigger-long-running-operation");
+    w.model.push(Reply::tool_call(&tool, json!({"duration": 3, "steps": 6})));
+    w.model.push(Reply::text("All six steps done."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let id = w.id.clone();
+    w.tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "go"})).await;
+    let card = next_card(&mut cards).await;
+    w.answer(&card, json!({"choice": "allow"})).await;
+
+    let mut progress = Vec::new();
+    let settled = loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "progress" => progress.push(data),
+            "step" => break data,
+            _ => {}
+        }
+    };
+    // As it leaves: the call runs, nothing reported yet; then the server's own reports, at
+    // most two a second.
+    assert_eq!(progress[0]["callId"], card["id"]);
+    assert_eq!(progress[0]["serverTool"], "trigger-long-running-operation");
+    assert!(progress[0].get("progress").is_none(), "{progress:?}");
+    let reports: Vec<&Value> = progress.iter().skip(1).collect();
+    assert!(reports.len() >= 3, "{progress:?}");
+    assert!(reports.iter().all(|r| r["total"] == 6), "{progress:?}");
+    assert!(reports.windows(2).all(|w| w[0]["progress"].as_i64() < w[1]["progress"].as_i64()));
+    assert_eq!(settled["state"], "allowed");
+    assert_eq!(settled["callId"], card["id"]);
+    let (text, _) = read_turn(&mut events).await;
+    assert_eq!(text, "All six steps done.");
+    // After a reload the reply holds the settled step only.
+    let detail = w.tab.get(&format!("/api/v1/conversations/{id}")).await.json;
+    let parts = detail["replies"][0]["parts"].as_array().unwrap();
+    let steps: Vec<&Value> = parts.iter().filter(|p| p["kind"] == "step").collect();
+    assert_eq!(steps.len(), 1, "{parts:?}");
+    assert_eq!(steps[0]["step"]["state"], "allowed");
 }

@@ -40,8 +40,29 @@ pub enum QuestionAnswer {
     Cancel,
 }
 
-/// Where a call's questions go: the caller receives each one and answers through its `reply`.
-pub type Asker = mpsc::Sender<ServerQuestion>;
+/// What a server tells of a call while it runs.
+#[derive(Debug)]
+pub enum CallNews {
+    /// A question for the person; answer it through its `reply`.
+    Question(ServerQuestion),
+    /// How far the call has come (`notifications/progress`), as the server says.
+    Progress(Progress),
+}
+
+/// A server's progress report on a running call. Its message is the server's text, bounded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// The longest progress message handed on, in bytes.
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 300;
+
+/// Where a call's news goes: the caller receives each question and progress report. Progress is
+/// dropped rather than waited for when the caller is busy (the next report says more).
+pub type Asker = mpsc::Sender<CallNews>;
 
 impl QuestionAnswer {
     /// The answer as the protocol carries it, with the schema's defaults applied to accepted
@@ -101,7 +122,7 @@ pub(crate) async fn put(
     );
     let (reply, answer) = oneshot::channel();
     let question = ServerQuestion { message, requested_schema: requested_schema.clone(), reply };
-    if asker.send(question).await.is_err() {
+    if asker.send(CallNews::Question(question)).await.is_err() {
         return Ok(ElicitResult::new(ElicitationAction::Cancel));
     }
     let answer = answer.await.unwrap_or(QuestionAnswer::Cancel);

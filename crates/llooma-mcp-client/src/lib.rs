@@ -33,8 +33,8 @@ mod session;
 pub mod template;
 
 pub use ask::{
-    Asker, MAX_QUESTION_MESSAGE_BYTES, MAX_QUESTION_SCHEMA_BYTES, QuestionAnswer, ServerQuestion,
-    with_defaults,
+    Asker, CallNews, MAX_PROGRESS_MESSAGE_BYTES, MAX_QUESTION_MESSAGE_BYTES,
+    MAX_QUESTION_SCHEMA_BYTES, Progress, QuestionAnswer, ServerQuestion, with_defaults,
 };
 pub use canonical::{canonical_json, definition_hash};
 pub use client::{McpClient, probe};

@@ -288,10 +288,18 @@ impl ClientHandler for Handler {
 
     fn on_progress(
         &self,
-        _params: ProgressNotificationParam,
+        params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
         self.call.stirred();
+        if let Some(asker) = self.call.asker() {
+            let message = params
+                .message
+                .map(|m| truncate(&m, ask::MAX_PROGRESS_MESSAGE_BYTES, TRUNCATION_MARKER).0);
+            let news = ask::Progress { progress: params.progress, total: params.total, message };
+            // Never waits: a caller busy with a question misses a report, not the call.
+            let _ = asker.try_send(ask::CallNews::Progress(news));
+        }
         std::future::ready(())
     }
 

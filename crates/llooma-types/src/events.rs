@@ -26,6 +26,9 @@ pub enum TurnEvent {
     Choices(ChoicesShown),
     /// What the tool definitions of one request to the model weighed.
     Request(RequestWeighed),
+    /// An MCP call went out and runs: sent as it leaves, then with the server's progress
+    /// reports (at most two a second). The `step` that settles the call follows.
+    Progress(CallProgress),
     /// A tool call or an attached resource or prompt: what it was and what became of it
     /// (boxed: a step has many optional fields, the other events a few).
     Step(Box<Step>),
@@ -67,6 +70,7 @@ impl TurnEvent {
             TurnEvent::Approval(_) => "approval",
             TurnEvent::Choices(_) => "choices",
             TurnEvent::Request(_) => "request",
+            TurnEvent::Progress(_) => "progress",
             TurnEvent::Step(_) => "step",
             TurnEvent::Error(_) => "error",
             TurnEvent::End(_) => "end",
@@ -74,8 +78,18 @@ impl TurnEvent {
     }
 
     /// Every kind, in the order of the variants (what a page subscribes to).
-    pub const KINDS: [&'static str; 9] =
-        ["start", "text", "reasoning", "approval", "choices", "request", "step", "error", "end"];
+    pub const KINDS: [&'static str; 10] = [
+        "start",
+        "text",
+        "reasoning",
+        "approval",
+        "choices",
+        "request",
+        "progress",
+        "step",
+        "error",
+        "end",
+    ];
 
     /// The kind and the JSON payload, made once for the log and for every watching tab.
     pub fn encode(&self) -> EncodedEvent {
@@ -90,6 +104,7 @@ impl TurnEvent {
             TurnEvent::Approval(p) => json(p),
             TurnEvent::Choices(p) => json(p),
             TurnEvent::Request(p) => json(p),
+            TurnEvent::Progress(p) => json(p),
             TurnEvent::Step(p) => json(p),
             TurnEvent::Error(p) => json(p),
             TurnEvent::End(p) => json(p),
@@ -110,6 +125,7 @@ impl TurnEvent {
             "approval" => TurnEvent::Approval(parse(kind, data_json)?),
             "choices" => TurnEvent::Choices(parse(kind, data_json)?),
             "request" => TurnEvent::Request(parse(kind, data_json)?),
+            "progress" => TurnEvent::Progress(parse(kind, data_json)?),
             "step" => TurnEvent::Step(parse(kind, data_json)?),
             "error" => TurnEvent::Error(parse(kind, data_json)?),
             "end" => TurnEvent::End(parse(kind, data_json)?),
@@ -193,6 +209,26 @@ pub struct ChoicesShown {
     pub options: Vec<String>,
 }
 
+/// A running MCP call, and how far it has come as its server says.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallProgress {
+    /// The call's approval id (the `callId` of its card and of the step that settles it).
+    pub call_id: String,
+    /// The tool's name as the model called it, its server's label and its name there.
+    pub tool: String,
+    pub server: String,
+    pub server_tool: String,
+    /// `progress` of `total` (when the server gives a total); absent until it reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Number>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<serde_json::Number>,
+    /// The server's words about it (its text, bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RequestWeighed {
@@ -260,6 +296,9 @@ pub enum StepState {
     Opened,
     /// Shown by the page while a card waits for its answer; never sent by the server.
     Waiting,
+    /// The MCP call went out and its answer has not come yet (with the server's progress, when
+    /// it reports some); the step that settles it replaces this one.
+    Running,
 }
 
 impl StepState {
@@ -274,6 +313,7 @@ impl StepState {
             StepState::Invalid => "invalid",
             StepState::Opened => "opened",
             StepState::Waiting => "waiting",
+            StepState::Running => "running",
         }
     }
 }
@@ -368,6 +408,12 @@ pub struct Step {
     /// `offer_choices`; on an MCP call's step, the server's question during the call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// A running MCP call's progress as its server reports it (`progress` of `total`, when it
+    /// gives a total); the server's words about it are in `message`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Number>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<serde_json::Number>,
     /// What the person did with a server's question: `accept`, `decline` or `cancel` (also
     /// when nobody answered in time, or the turn has nobody to ask).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -514,7 +560,40 @@ impl Reply {
                 }
             }
             TurnEvent::Error(failure) => self.error = Some(failure.message.clone()),
-            TurnEvent::End(ended) => self.state = Some(ended.state),
+            TurnEvent::End(ended) => {
+                self.state = Some(ended.state);
+                // A call or card the turn never settled (Stop during the call, a restart) did
+                // not finish: it says so rather than "running" for ever.
+                for part in &mut self.parts {
+                    if let ReplyPart::Step { step } = part
+                        && matches!(step.state, StepState::Running | StepState::Waiting)
+                    {
+                        step.state = StepState::Interrupted;
+                    }
+                }
+            }
+            TurnEvent::Progress(progress) => {
+                let running = Step {
+                    call_id: Some(progress.call_id.clone()),
+                    progress: progress.progress.clone(),
+                    total: progress.total.clone(),
+                    message: progress.message.clone(),
+                    ..Step::mcp_call(
+                        progress.tool.clone(),
+                        progress.server.clone(),
+                        progress.server_tool.clone(),
+                        StepState::Running,
+                    )
+                };
+                let part = ReplyPart::Step { step: Box::new(running) };
+                let earlier = self.parts.iter_mut().find(|p| {
+                    matches!(p, ReplyPart::Step { step } if step.call_id.as_ref() == Some(&progress.call_id))
+                });
+                match earlier {
+                    Some(earlier) => *earlier = part,
+                    None => self.parts.push(part),
+                }
+            }
             TurnEvent::Choices(_) | TurnEvent::Request(_) => {}
         }
     }
@@ -560,6 +639,16 @@ mod tests {
         );
         round_trip("error", json!({"message": "the provider refused the key"}));
         round_trip("end", json!({"state": "stopped"}));
+        round_trip(
+            "progress",
+            json!({"callId": "c2", "tool": "mcp_home_index", "server": "home",
+                   "serverTool": "index"}),
+        );
+        round_trip(
+            "progress",
+            json!({"callId": "c2", "tool": "mcp_home_index", "server": "home",
+                   "serverTool": "index", "progress": 3, "total": 6, "message": "indexing"}),
+        );
         let steps = [
             json!({"tool": "current_date", "state": "done", "result": "2026-12-01T10:00:00Z"}),
             json!({"tool": "read_page", "state": "done", "url": "https://e.org/", "title": null,
@@ -583,6 +672,9 @@ mod tests {
                    "group": null, "tools": 4}),
             json!({"tool": "mcp_server_tools", "mcp": true, "state": "opened", "server": "home",
                    "group": "lights", "tools": 2}),
+            json!({"tool": "mcp_home_heat", "server": "home", "serverTool": "heat", "mcp": true,
+                   "state": "allowed", "callId": "c3", "question": "Which room?",
+                   "reply": "decline"}),
         ];
         for step in steps {
             round_trip("step", step);
@@ -656,6 +748,32 @@ mod tests {
     }
 
     #[test]
+    fn a_call_the_turn_never_settled_ends_interrupted_not_running() {
+        let progress = |progress: Option<i64>| {
+            TurnEvent::Progress(CallProgress {
+                call_id: "c1".into(),
+                tool: "mcp_home_index".into(),
+                server: "home".into(),
+                server_tool: "index".into(),
+                progress: progress.map(Into::into),
+                total: progress.map(|_| 6.into()),
+                message: None,
+            })
+        };
+        let mut reply = Reply::default();
+        reply.apply(&TurnEvent::Start(TurnStarted::new("t")));
+        reply.apply(&progress(None));
+        reply.apply(&progress(Some(3)));
+        // One step for the call, with the latest report.
+        assert_eq!(reply.parts.len(), 1);
+        let ReplyPart::Step { step } = &reply.parts[0] else { panic!("{:?}", reply.parts) };
+        assert_eq!((step.state, step.progress.clone()), (StepState::Running, Some(3.into())));
+        reply.apply(&TurnEvent::end(EndState::Stopped));
+        let ReplyPart::Step { step } = &reply.parts[0] else { panic!("{:?}", reply.parts) };
+        assert_eq!(step.state, StepState::Interrupted);
+    }
+
+    #[test]
     fn an_unknown_kind_or_a_malformed_payload_is_an_error_not_a_guess() {
         assert!(TurnEvent::decode("sparkle", "{}").is_err());
         let err = TurnEvent::decode("end", r#"{"state":"exploded"}"#).unwrap_err();
@@ -697,6 +815,15 @@ mod tests {
                 tool_bytes: 0,
                 tool_tokens: 0,
                 announce: false,
+            }),
+            TurnEvent::Progress(CallProgress {
+                call_id: "c".into(),
+                tool: "mcp_home_x".into(),
+                server: "home".into(),
+                server_tool: "x".into(),
+                progress: None,
+                total: None,
+                message: None,
             }),
             TurnEvent::step(Step::app_tool("current_date", StepState::Done)),
             TurnEvent::error("x"),

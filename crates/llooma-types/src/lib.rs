@@ -8,8 +8,9 @@ pub mod events;
 pub mod question;
 
 pub use events::{
-    ApprovalShown, Attached, ChoicesShown, Delta, EncodedEvent, EndState, Reply, ReplyPart,
-    RequestWeighed, Step, StepState, TurnEnded, TurnEvent, TurnFailure, TurnStarted, UnknownEvent,
+    ApprovalShown, Attached, CallProgress, ChoicesShown, Delta, EncodedEvent, EndState, Reply,
+    ReplyPart, RequestWeighed, Step, StepState, TurnEnded, TurnEvent, TurnFailure, TurnStarted,
+    UnknownEvent,
 };
 use serde::{Deserialize, Serialize};
 

@@ -877,6 +877,7 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
         StepState::Done => ("✓", "read".to_owned()),
         StepState::Opened => ("✓", format!("tools of {group} offered")),
         StepState::Waiting => ("…", "waiting for your answer".to_owned()),
+        StepState::Running => ("…", running_words(step)),
         StepState::Allowed if step.is_error == Some(true) => {
             ("!", "called; the server answered with an error".to_owned())
         }
@@ -913,6 +914,29 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
             view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> },
         ),
     }
+}
+
+/// A running call in words, with the server's progress when it reports some: "running: 3 of 6
+/// — indexing".
+fn running_words(step: &Step) -> String {
+    let number = |n: &serde_json::Number| {
+        let n = n.as_f64().unwrap_or_default();
+        if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.1}") }
+    };
+    let mut words = "running".to_owned();
+    if let Some(progress) = &step.progress {
+        words.push_str(": ");
+        words.push_str(&number(progress));
+        if let Some(total) = &step.total {
+            words.push_str(" of ");
+            words.push_str(&number(total));
+        }
+    }
+    if let Some(message) = step.message.as_deref().filter(|m| !m.is_empty()) {
+        words.push_str(" — ");
+        words.push_str(message);
+    }
+    words
 }
 
 /// A server's question during a call, in the timeline: what it asked and what became of it

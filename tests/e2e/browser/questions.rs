@@ -5,15 +5,17 @@ use llooma_fake_model::Reply;
 use serde_json::json;
 
 use super::driver::Browser;
-use super::{McpConversation, mcp_conversation, sign_in};
+use super::{mcp_conversation, sign_in};
 
 #[tokio::test]
 async fn browser_a_servers_question_is_a_form_on_its_card() {
     let Some(peer) = crate::peers::gateway(None) else { return };
     let Some(browser) = Browser::start(390, 844).await else { return };
-    let McpConversation { model, server, id, added, .. } = mcp_conversation(&peer, "hub").await;
-    let base = server.base.clone();
-    let thermostat = crate::conversations::model_name_in(&added, "home-assistant-set_thermostat");
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "hub").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let thermostat = crate::conversations::model_name_in(added, "home-assistant-set_thermostat");
     model.push(Reply::tool_call(&thermostat, json!({"room": "hall"})));
     model.push(Reply::text("The hall is warming up."));
 
@@ -57,15 +59,20 @@ async fn browser_a_servers_question_is_a_form_on_its_card() {
 }
 
 /// Every kind of field a server may ask for, filled in a desktop browser, reaches the server as
-/// typed (server-everything's form: text with formats, numbers, yes/no, one and several choices).
+/// typed (server-everything's form: text with formats, numbers, yes/no, one and several choices);
+/// and a long call after it shows its progress.
 #[tokio::test]
 async fn browser_every_kind_of_field_reaches_the_server_as_given() {
     let Some(peer) = crate::peers::everything() else { return };
     let Some(browser) = Browser::start(1280, 900).await else { return };
-    let McpConversation { model, server, id, added, .. } = mcp_conversation(&peer, "every").await;
-    let base = server.base.clone();
-    let tool = crate::conversations::model_name_in(&added, "trigger-elicitation-request");
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "every").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let tool = crate::conversations::model_name_in(added, "trigger-elicitation-request");
+    let long = crate::conversations::model_name_in(added, "trigger-long-running-operation");
     model.push(Reply::tool_call(&tool, json!({})));
+    model.push(Reply::tool_call(&long, json!({"duration": 3, "steps": 6})));
     model.push(Reply::text("Noted."));
 
     sign_in(&browser, &base, "root").await;
@@ -92,6 +99,10 @@ async fn browser_every_kind_of_field_reaches_the_server_as_given() {
     browser.click_text(".card.question .choice", "Salmon").await;
     browser.click(".card.question button.accept").await;
     browser.wait_gone(".card.question").await;
+    // A long call says it runs, and how far it has come as the server reports it.
+    browser.wait_text(".card.approval", "trigger-long-running-operation").await;
+    browser.click(".card.approval button.allow").await;
+    browser.wait_text(".step.mcp.running", "of 6").await;
     browser.wait_text(".timeline", "Noted.").await;
 
     let sent: Vec<String> = model.requests().into_iter().map(|r| r.raw_body).collect();

@@ -12,11 +12,11 @@ use llooma_approval_broker::{
 use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
-use llooma_mcp_client::{McpClient, QuestionAnswer, ServerQuestion};
+use llooma_mcp_client::{CallNews, McpClient, Progress, QuestionAnswer, ServerQuestion};
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{EncodedTool, EncodedTools, ToolCall, ToolDefinition, ToolsSize};
 use llooma_types::question::QuestionForm;
-use llooma_types::{ApprovalCardView, ApprovalShown, Step, StepState, TurnEvent};
+use llooma_types::{ApprovalCardView, ApprovalShown, CallProgress, Step, StepState, TurnEvent};
 use llooma_vault::Secret;
 use serde_json::{Value, json};
 
@@ -559,7 +559,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         // people who added the same address never share one), reused across the turn's calls
         // and the turns that follow for a while. The server's questions during the call come
         // here, one at a time, and are put to the person on a card of their own.
-        let (asker, mut questions) = tokio::sync::mpsc::channel::<ServerQuestion>(1);
+        let (asker, mut news) = tokio::sync::mpsc::channel::<CallNews>(4);
         let called = self.client.call_tool_asking(
             &tool.server_id,
             &tool.server_address,
@@ -568,13 +568,36 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             sent,
             Some(asker),
         );
+        // The call is out: the timeline says so (replacing the card's waiting step) until the
+        // step that settles it, with the server's progress as it reports it.
+        let running = |report: Option<Progress>| {
+            let report = report.map(progress_numbers);
+            TurnEvent::Progress(CallProgress {
+                call_id: approved.id.clone(),
+                tool: tool.model_name.clone(),
+                server: tool.server_label.clone(),
+                server_tool: tool.tool_name.clone(),
+                progress: report.as_ref().and_then(|r| r.0.clone()),
+                total: report.as_ref().and_then(|r| r.1.clone()),
+                message: report.and_then(|r| r.2),
+            })
+        };
+        sink.event(running(None)).await?;
+        let mut progress = ProgressPace::default();
         let mut called = std::pin::pin!(called);
         let result = loop {
             tokio::select! {
                 result = &mut called => break result,
-                Some(question) = questions.recv() => {
-                    self.put_question(tool, &approved, question, sink, waiting_card).await?;
-                }
+                Some(news) = news.recv() => match news {
+                    CallNews::Question(question) => {
+                        self.put_question(tool, &approved, question, sink, waiting_card).await?;
+                    }
+                    CallNews::Progress(report) => {
+                        if progress.due() {
+                            sink.event(running(Some(report))).await?;
+                        }
+                    }
+                },
             }
         };
         match result {
@@ -703,6 +726,41 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         let _ = reply.send(answer);
         Ok(())
     }
+}
+
+/// Progress reports reach the timeline at most twice a second: each is an event every tab
+/// receives and the turn's log keeps, and a server may report far more often.
+#[derive(Default)]
+struct ProgressPace {
+    last: Option<std::time::Instant>,
+}
+
+impl ProgressPace {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+    fn due(&mut self) -> bool {
+        let now = std::time::Instant::now();
+        let due = self.last.is_none_or(|last| now.duration_since(last) >= Self::EVERY);
+        if due {
+            self.last = Some(now);
+        }
+        due
+    }
+}
+
+/// A progress report's numbers as the timeline carries them (whole numbers as such: "3 of 6",
+/// not "3.0 of 6.0"), and its message.
+fn progress_numbers(
+    report: Progress,
+) -> (Option<serde_json::Number>, Option<serde_json::Number>, Option<String>) {
+    let number = |n: f64| {
+        if n.fract() == 0.0 && n.abs() < 9e15 {
+            Some(serde_json::Number::from(n as i64))
+        } else {
+            serde_json::Number::from_f64(n)
+        }
+    };
+    (number(report.progress), report.total.and_then(number), report.message)
 }
 
 /// The card as a tab shows it.

@@ -13,9 +13,7 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use llooma_mcp_client::{
-    McpClient, McpConfig, McpError, OutboundPolicy, QuestionAnswer, ServerQuestion,
-};
+use llooma_mcp_client::{CallNews, McpClient, McpConfig, McpError, OutboundPolicy, QuestionAnswer};
 use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]
@@ -69,9 +67,10 @@ async fn run(scenario: &str, url: &str) -> Result<(), McpError> {
         "elicitation-sep1034-client-defaults" => {
             // Stands for a person who lets every default stand: accepts an empty form, and the
             // client fills in the defaults it showed.
-            let (asker, mut questions) = tokio::sync::mpsc::channel::<ServerQuestion>(1);
+            let (asker, mut questions) = tokio::sync::mpsc::channel::<CallNews>(1);
             tokio::spawn(async move {
-                while let Some(question) = questions.recv().await {
+                while let Some(news) = questions.recv().await {
+                    let CallNews::Question(question) = news else { continue };
                     eprintln!("question: {}", question.message);
                     let _ = question.reply.send(QuestionAnswer::Accept(Default::default()));
                 }

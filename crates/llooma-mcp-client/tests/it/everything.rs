@@ -132,14 +132,14 @@ async fn progress_keeps_a_long_call_alive_and_silence_does_not() {
 
 #[tokio::test]
 async fn a_question_during_a_call_waits_for_the_person_longer_than_the_call_timeout() {
-    use llooma_mcp_client::{QuestionAnswer, ServerQuestion};
+    use llooma_mcp_client::QuestionAnswer;
     let Some(peer) = start_everything() else { return };
     let config = McpConfig { call_timeout: Duration::from_millis(1000), ..McpConfig::default() };
     let client = client_for(peer.port, config);
     let session = client.connect(&peer.url(), None).await.unwrap();
-    let (asker, mut questions) = tokio::sync::mpsc::channel::<ServerQuestion>(1);
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
     let person = tokio::spawn(async move {
-        let question = questions.recv().await.unwrap();
+        let question = crate::support::next_question(&mut questions).await.unwrap();
         // The person takes their time: twice the call's idle limit.
         tokio::time::sleep(Duration::from_millis(2000)).await;
         let content = json!({"name": "Ada Lovelace", "check": true}).as_object().unwrap().clone();
@@ -162,4 +162,33 @@ async fn a_question_during_a_call_waits_for_the_person_longer_than_the_call_time
     // Nobody to ask: the server hears "decline".
     let result = session.call_tool("trigger-elicitation-request", json!({})).await.unwrap();
     assert!(result.text_for_model().contains("User declined"), "{}", result.text_for_model());
+}
+
+#[tokio::test]
+async fn a_calls_progress_reaches_its_caller_as_the_server_reports_it() {
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let (asker, mut news) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(8);
+    let reports = tokio::spawn(async move {
+        let mut reports = Vec::new();
+        while let Some(item) = news.recv().await {
+            if let llooma_mcp_client::CallNews::Progress(progress) = item {
+                reports.push(progress);
+            }
+        }
+        reports
+    });
+    let result = session
+        .call_tool_asking(
+            "trigger-long-running-operation",
+            json!({"duration": 2, "steps": 4}),
+            Some(asker),
+        )
+        .await
+        .unwrap();
+    assert!(!result.is_error, "{result:?}");
+    let reports = reports.await.unwrap();
+    let steps: Vec<(f64, Option<f64>)> = reports.iter().map(|p| (p.progress, p.total)).collect();
+    assert_eq!(steps, [(1.0, Some(4.0)), (2.0, Some(4.0)), (3.0, Some(4.0)), (4.0, Some(4.0))]);
 }

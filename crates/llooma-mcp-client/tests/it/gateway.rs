@@ -109,10 +109,10 @@ async fn a_tool_list_change_is_reported_to_the_session() {
 fn answering(
     answer: llooma_mcp_client::QuestionAnswer,
 ) -> (llooma_mcp_client::Asker, tokio::task::JoinHandle<Vec<(String, serde_json::Value)>>) {
-    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::ServerQuestion>(1);
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
     let asked = tokio::spawn(async move {
         let mut asked = Vec::new();
-        while let Some(question) = questions.recv().await {
+        while let Some(question) = crate::support::next_question(&mut questions).await {
             asked.push((question.message.clone(), question.requested_schema.clone()));
             let _ = question.reply.send(answer.clone());
         }

@@ -386,10 +386,10 @@ async fn a_server_that_keeps_asking_is_given_up_after_ten_rounds() {
     .await;
     let client = client_for(server.port(), quick_config());
     let session = client.connect(&server.url(), None).await.unwrap();
-    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::ServerQuestion>(1);
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
     let person = tokio::spawn(async move {
         let mut asked = 0;
-        while let Some(question) = questions.recv().await {
+        while let Some(question) = crate::support::next_question(&mut questions).await {
             asked += 1;
             let _ = question.reply.send(llooma_mcp_client::QuestionAnswer::Decline);
         }
@@ -413,7 +413,7 @@ async fn a_question_too_large_to_show_fails_the_call_without_reaching_the_person
     .await;
     let client = client_for(server.port(), quick_config());
     let session = client.connect(&server.url(), None).await.unwrap();
-    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::ServerQuestion>(1);
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
     let err = session.call_tool_asking("t", json!({}), Some(asker)).await.unwrap_err();
     assert!(err.to_string().contains("forms of at most 65536 bytes"), "{err}");
     assert!(questions.try_recv().is_err(), "the person was asked");

@@ -266,3 +266,16 @@ fn json_response(value: Value) -> Response {
 pub fn tool(name: &str, description: &str) -> Value {
     json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
 }
+
+/// The next question a call's news brings (progress reports are skipped); `None` once the call
+/// is over.
+pub async fn next_question(
+    news: &mut tokio::sync::mpsc::Receiver<llooma_mcp_client::CallNews>,
+) -> Option<llooma_mcp_client::ServerQuestion> {
+    while let Some(item) = news.recv().await {
+        if let llooma_mcp_client::CallNews::Question(question) = item {
+            return Some(question);
+        }
+    }
+    None
+}
