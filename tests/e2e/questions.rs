@@ -268,3 +268,42 @@ async fn a_running_calls_progress_is_told_live_and_the_step_settles_it() {
     assert_eq!(steps.len(), 1, "{parts:?}");
     assert_eq!(steps[0]["step"]["state"], "allowed");
 }
+
+#[tokio::test]
+async fn stop_while_a_question_waits_withdraws_its_card_and_ends_the_call() {
+    let Some(peer) = crate::peers::gateway(None) else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("home-assistant-set_thermostat");
+    w.model.push(Reply::tool_call(&tool, json!({"room": "hall"})));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let card = w.asked(&mut cards, "heat the hall").await;
+    let id = w.id.clone();
+    let stopped = w.tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
+    assert_eq!(stopped.status, 202, "{stopped:?}");
+    // Every tab hears the card go; the timeline says the question was dropped with the reply.
+    loop {
+        let (name, data) = cards.next().await;
+        if name == "interrupted" && data["id"] == card["id"] {
+            break;
+        }
+    }
+    let mut steps = Vec::new();
+    let end = loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "step" => steps.push(data),
+            "end" => break data,
+            _ => {}
+        }
+    };
+    assert_eq!(end["state"], "stopped");
+    let asked = steps.iter().find(|s| s["callId"] == card["id"]).expect("the question's step");
+    assert_eq!(asked["state"], "interrupted");
+    assert_eq!(asked["reply"], "cancel");
+    assert!(w.tab.get("/api/v1/approvals").await.json.as_array().unwrap().is_empty());
+    // Too late to answer it now.
+    let late = w.answer(&card, json!({"choice": "decline"})).await;
+    assert_eq!(late.status, 409, "{late:?}");
+}
