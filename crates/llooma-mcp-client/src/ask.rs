@@ -6,9 +6,12 @@
 //! asker (a bot, a test tool) has nobody to ask: every question is declined, and the server is
 //! told so as the protocol says. The asker's side (a card, a form) is the caller's business.
 
-use rmcp::model::{ElicitResult, ElicitationAction};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rmcp::model::{ElicitRequestParams, ElicitResult, ElicitationAction};
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 /// The largest requested schema handed on, as JSON: a form of a few dozen fields fits many
 /// times over; anything larger is refused with an error to the server.
@@ -127,6 +130,62 @@ pub(crate) async fn put(
     }
     let answer = answer.await.unwrap_or(QuestionAnswer::Cancel);
     Ok(answer.into_result(&requested_schema))
+}
+
+/// What the handler knows of the call running on its session (a session carries one call at
+/// a time: see the pool's `Lease`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CallSlot {
+    /// Who the running call's questions go to; none: they are declined.
+    asker: Arc<std::sync::Mutex<Option<Asker>>>,
+    /// Questions being put to the person now: the call's idle timer stands still meanwhile.
+    pub(crate) asking: Arc<AtomicUsize>,
+    /// Goes up with each progress notification and each answered question: the server is
+    /// still at work, so the call's idle timer starts again.
+    pub(crate) activity: Arc<watch::Sender<u64>>,
+}
+
+impl CallSlot {
+    pub(crate) fn asker(&self) -> Option<Asker> {
+        self.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn lend(&self, asker: Option<Asker>) -> Lent<'_> {
+        *self.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = asker;
+        Lent(self)
+    }
+
+    pub(crate) fn stirred(&self) {
+        self.activity.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Puts one question to the call's asker, the idle timer held meanwhile.
+    pub(crate) async fn put(
+        &self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params
+        else {
+            // Only form questions are offered (the capability says so).
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+        let asker = self.asker();
+        self.asking.fetch_add(1, Ordering::SeqCst);
+        let answer = put(asker.as_ref(), message, schema).await;
+        self.asking.fetch_sub(1, Ordering::SeqCst);
+        self.stirred();
+        answer
+    }
+}
+
+/// The asker lent to a call, taken back when the call ends however it ends.
+pub(crate) struct Lent<'a>(&'a CallSlot);
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        *self.0.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use llooma_net::NetClient;
@@ -11,9 +11,9 @@ use llooma_vault::Secret;
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationAction,
-    ElicitationCapability, FormElicitationCapability, GetPromptRequest, GetPromptRequestParams,
-    Implementation, InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
+    ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationCapability,
+    FormElicitationCapability, GetPromptRequest, GetPromptRequestParams, Implementation,
+    InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams,
     RequestId, ServerResult, SubscriptionFilter,
@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use url::Url;
 
-use crate::ask::{self, Asker};
+use crate::ask::{self, Asker, CallSlot};
 use crate::canonical::truncate;
 use crate::config::{McpConfig, TRUNCATION_MARKER};
 use crate::error::{self, Context, McpError};
@@ -213,59 +213,6 @@ impl SseRetryPolicy for CappedRetry {
         // own `retry:` hint.
         let factor = 1_u32 << current_times.min(4);
         Some(Duration::from_millis(500).saturating_mul(factor).min(Duration::from_secs(5)))
-    }
-}
-
-/// What the handler knows of the call running on its session (a session carries one call at
-/// a time: see the pool's `Lease`).
-#[derive(Debug, Clone, Default)]
-struct CallSlot {
-    /// Who the running call's questions go to; none: they are declined.
-    asker: Arc<std::sync::Mutex<Option<Asker>>>,
-    /// Questions being put to the person now: the call's idle timer stands still meanwhile.
-    asking: Arc<AtomicUsize>,
-    /// Goes up with each progress notification and each answered question: the server is
-    /// still at work, so the call's idle timer starts again.
-    activity: Arc<watch::Sender<u64>>,
-}
-
-impl CallSlot {
-    fn asker(&self) -> Option<Asker> {
-        self.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    fn lend(&self, asker: Option<Asker>) -> Lent<'_> {
-        *self.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = asker;
-        Lent(self)
-    }
-
-    fn stirred(&self) {
-        self.activity.send_modify(|n| *n = n.wrapping_add(1));
-    }
-
-    /// Puts one question to the call's asker, the idle timer held meanwhile.
-    async fn put(&self, params: ElicitRequestParams) -> Result<ElicitResult, rmcp::ErrorData> {
-        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params
-        else {
-            // Only form questions are offered (the capability says so).
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
-        let asker = self.asker();
-        self.asking.fetch_add(1, Ordering::SeqCst);
-        let answer = ask::put(asker.as_ref(), message, schema).await;
-        self.asking.fetch_sub(1, Ordering::SeqCst);
-        self.stirred();
-        answer
-    }
-}
-
-/// The asker lent to a call, taken back when the call ends however it ends.
-struct Lent<'a>(&'a CallSlot);
-
-impl Drop for Lent<'_> {
-    fn drop(&mut self) {
-        *self.0.asker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 }
 
