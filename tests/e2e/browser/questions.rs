@@ -84,6 +84,7 @@ async fn browser_every_kind_of_field_reaches_the_server_as_given() {
     browser.click(".card.approval button.allow").await;
     browser.wait_text(".card.question", "Please provide inputs for the following fields:").await;
 
+    browser.screenshot("question-card-desktop").await;
     let field = |name: &str| format!(".card.question [name={name}]");
     browser.type_into(&field("name"), "Ada Lovelace").await;
     browser.click(&field("check")).await;
