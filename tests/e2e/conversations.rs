@@ -4,7 +4,7 @@ use serde_json::{Value, json};
 use crate::support::{Events, PASSWORD, Server, Tab, TestDb};
 
 /// An administrator with the fake model as provider, and a conversation using it.
-async fn setup(server: &Server, model: &FakeModel) -> (Tab, String) {
+pub(crate) async fn setup(server: &Server, model: &FakeModel) -> (Tab, String) {
     let mut tab = server.tab();
     tab.register("root", PASSWORD).await;
     let provider = tab

@@ -7,7 +7,7 @@ use llooma_test_support::peers::Peer;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use crate::support::{Events, PASSWORD, Server, Tab, TestDb};
+use crate::support::{Events, Server, Tab, TestDb};
 
 /// An administrator's conversation with MCP on, the fake model as provider, and `peer` added as
 /// "asker". Fields drop in order: the server stops before its database goes.
@@ -27,21 +27,7 @@ async fn world(peer: &Peer) -> World {
         &db,
         &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
     );
-    let mut tab = server.tab();
-    tab.register("root", PASSWORD).await;
-    let provider = tab
-        .post(
-            "/api/v1/admin/providers",
-            json!({"name": "fake", "baseUrl": model.base_url(), "apiKey": "sk-fake"}),
-        )
-        .await;
-    let conversation = tab
-        .post(
-            "/api/v1/conversations",
-            json!({"title": "Q", "providerId": provider.json["id"], "model": "fake-model"}),
-        )
-        .await;
-    let id = conversation.json["id"].as_str().unwrap().to_owned();
+    let (mut tab, id) = crate::conversations::setup(&server, &model).await;
     let added =
         tab.post("/api/v1/mcp/servers", json!({"label": "asker", "address": peer.url()})).await;
     assert_eq!(added.status, 201, "{added:?}");
