@@ -179,6 +179,7 @@ impl App {
             turn_id: plan.turn_id.clone(),
             announce,
             context,
+            outbound: &self.outbound,
         })
     }
 }

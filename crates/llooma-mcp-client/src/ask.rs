@@ -19,16 +19,53 @@ pub const MAX_QUESTION_SCHEMA_BYTES: usize = 64 * 1024;
 /// The longest message handed on, in bytes (cut beyond, with the truncation marker).
 pub const MAX_QUESTION_MESSAGE_BYTES: usize = 4 * 1024;
 
+/// The longest address of a page a server asks to be opened, in bytes; a longer one is an
+/// error to the server.
+pub const MAX_LINK_BYTES: usize = 16 * 1024;
+/// The most pages one refusal (`-32042`) may ask to be opened before the call is sent again.
+pub const MAX_LINKS_FIRST: usize = 5;
+/// The longest elicitation id kept, in bytes (ids are opaque; a longer one cannot be matched).
+const MAX_ELICITATION_ID_BYTES: usize = 256;
+
 /// A question a server asked while one of its tools ran.
 #[derive(Debug)]
 pub struct ServerQuestion {
     /// The server's words to the person (bounded by [`MAX_QUESTION_MESSAGE_BYTES`]).
     pub message: String,
-    /// The form mode's `requestedSchema`, as the server sent it (bounded by
-    /// [`MAX_QUESTION_SCHEMA_BYTES`]). Untrusted: read it as data, never as a schema to obey.
-    pub requested_schema: Value,
+    /// What the server asks for: a form filled, or a page opened.
+    pub asked: Asked,
     /// Where the answer goes. Dropping it unanswered tells the server "cancel".
     pub reply: oneshot::Sender<QuestionAnswer>,
+}
+
+/// What a question asks of the person.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Asked {
+    /// Fill a form (form mode): its `requestedSchema`, as the server sent it (bounded by
+    /// [`MAX_QUESTION_SCHEMA_BYTES`]). Untrusted: read it as data, never as a schema to obey.
+    Form { requested_schema: Value },
+    /// Open a page (URL mode): to sign in, pay, or give what must not pass through the chat.
+    /// The address is the server's, unchecked (bounded by [`MAX_LINK_BYTES`]).
+    Link {
+        url: String,
+        /// The server's id for this question: its completion notice names it (empty on
+        /// 2026-07-28, which has none).
+        elicitation_id: String,
+        /// What the answer means.
+        then: LinkThen,
+    },
+}
+
+/// What accepting a page question means, by the way the server asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkThen {
+    /// The server asked during the call and waits for the answer: "accept" says the person
+    /// opened the page; the server learns the rest from the page itself.
+    Answer,
+    /// The server refused the call until the page is done (error `-32042`): "accept" says it is
+    /// done (the server's completion notice came, or the person said so), and the call is sent
+    /// again; anything else ends the call.
+    Retry,
 }
 
 /// What the person did with a question.
@@ -50,6 +87,9 @@ pub enum CallNews {
     Question(ServerQuestion),
     /// How far the call has come (`notifications/progress`), as the server says.
     Progress(Progress),
+    /// The server says the page it asked to be opened is done
+    /// (`notifications/elicitation/complete`), naming the question's elicitation id.
+    LinkDone { elicitation_id: String },
 }
 
 /// A server's progress report on a running call. Its message is the server's text, bounded.
@@ -70,10 +110,13 @@ pub type Asker = mpsc::Sender<CallNews>;
 impl QuestionAnswer {
     /// The answer as the protocol carries it, with the schema's defaults applied to accepted
     /// content.
-    pub(crate) fn into_result(self, requested_schema: &Value) -> ElicitResult {
+    pub(crate) fn into_result(self, asked: &Asked) -> ElicitResult {
         match self {
-            QuestionAnswer::Accept(content) => ElicitResult::new(ElicitationAction::Accept)
-                .with_content(Value::Object(with_defaults(requested_schema, content))),
+            QuestionAnswer::Accept(content) => match asked {
+                Asked::Form { requested_schema } => ElicitResult::new(ElicitationAction::Accept)
+                    .with_content(Value::Object(with_defaults(requested_schema, content))),
+                Asked::Link { .. } => ElicitResult::new(ElicitationAction::Accept),
+            },
             QuestionAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
             QuestionAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
         }
@@ -99,21 +142,28 @@ pub fn with_defaults(
 }
 
 /// Asks `asker` (if any) and waits for the answer; no asker, or one that went away, declines
-/// or cancels. An oversized schema is an error for the server.
+/// or cancels. An oversized schema or address is an error for the server.
 pub(crate) async fn put(
     asker: Option<&Asker>,
     message: String,
-    requested_schema: Value,
-) -> Result<ElicitResult, rmcp::ErrorData> {
+    asked: Asked,
+) -> Result<QuestionAnswer, rmcp::ErrorData> {
     let Some(asker) = asker else {
-        return Ok(ElicitResult::new(ElicitationAction::Decline));
+        return Ok(QuestionAnswer::Decline);
     };
-    let size = requested_schema.to_string().len();
-    if size > MAX_QUESTION_SCHEMA_BYTES {
+    let (what, size, limit, shown) = match &asked {
+        Asked::Form { requested_schema } => (
+            "requested schema",
+            requested_schema.to_string().len(),
+            MAX_QUESTION_SCHEMA_BYTES,
+            "forms",
+        ),
+        Asked::Link { url, .. } => ("address", url.len(), MAX_LINK_BYTES, "addresses"),
+    };
+    if size > limit {
         return Err(rmcp::ErrorData::invalid_params(
             format!(
-                "the requested schema is {size} bytes; this client shows forms of at most \
-                 {MAX_QUESTION_SCHEMA_BYTES} bytes"
+                "the {what} is {size} bytes; this client shows {shown} of at most {limit} bytes"
             ),
             None,
         ));
@@ -124,12 +174,69 @@ pub(crate) async fn put(
         crate::config::TRUNCATION_MARKER,
     );
     let (reply, answer) = oneshot::channel();
-    let question = ServerQuestion { message, requested_schema: requested_schema.clone(), reply };
+    let question = ServerQuestion { message, asked, reply };
     if asker.send(CallNews::Question(question)).await.is_err() {
-        return Ok(ElicitResult::new(ElicitationAction::Cancel));
+        return Ok(QuestionAnswer::Cancel);
     }
-    let answer = answer.await.unwrap_or(QuestionAnswer::Cancel);
-    Ok(answer.into_result(&requested_schema))
+    Ok(answer.await.unwrap_or(QuestionAnswer::Cancel))
+}
+
+/// What a question carried in an `elicitation/create` request (or an input request) asks;
+/// none for a mode this client does not know.
+pub(crate) fn asked_of(params: ElicitRequestParams) -> Option<(String, Asked)> {
+    Some(match params {
+        ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+            let requested_schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+            (message, Asked::Form { requested_schema })
+        }
+        ElicitRequestParams::UrlElicitationParams { message, url, elicitation_id, .. } => {
+            (message, Asked::Link { url, elicitation_id, then: LinkThen::Answer })
+        }
+        _ => return None,
+    })
+}
+
+/// The pages a server's `-32042` refusal asks to be opened before the call is sent again
+/// (its error data's `elicitations`, URL mode only), or why they cannot be put to the person.
+pub(crate) fn links_first(data: Option<&Value>) -> Result<Vec<(String, Asked)>, String> {
+    let listed = data
+        .and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+        .ok_or("it named no page to open")?;
+    if listed.is_empty() {
+        return Err("it named no page to open".to_owned());
+    }
+    if listed.len() > MAX_LINKS_FIRST {
+        return Err(format!(
+            "it named {} pages to open; at most {MAX_LINKS_FIRST} are put to the person",
+            listed.len()
+        ));
+    }
+    listed
+        .iter()
+        .map(|item| {
+            let text = |key: &str| item.get(key).and_then(Value::as_str).map(str::to_owned);
+            if item.get("mode").and_then(Value::as_str) != Some("url") {
+                return Err("one of the questions it named is not a page to open".to_owned());
+            }
+            let url = text("url").ok_or("one of the pages it named has no address")?;
+            Ok((
+                text("message").unwrap_or_default(),
+                Asked::Link {
+                    url,
+                    elicitation_id: text("elicitationId").unwrap_or_default(),
+                    then: LinkThen::Retry,
+                },
+            ))
+        })
+        .collect()
+}
+
+/// The elicitation id a `notifications/elicitation/complete` names, if it is one this client
+/// could have handed on.
+pub(crate) fn completed_id(params: Option<&Value>) -> Option<String> {
+    let id = params?.get("elicitationId")?.as_str()?;
+    (!id.is_empty() && id.len() <= MAX_ELICITATION_ID_BYTES).then(|| id.to_owned())
 }
 
 /// What the handler knows of the call running on its session (a session carries one call at
@@ -162,20 +269,35 @@ impl CallSlot {
     /// Puts one question to the call's asker, the idle timer held meanwhile.
     pub(crate) async fn put(
         &self,
-        params: ElicitRequestParams,
-    ) -> Result<ElicitResult, rmcp::ErrorData> {
-        let ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } = params
-        else {
-            // Only form questions are offered (the capability says so).
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        };
-        let schema = serde_json::to_value(&requested_schema).unwrap_or(Value::Null);
+        message: String,
+        asked: Asked,
+    ) -> Result<QuestionAnswer, rmcp::ErrorData> {
         let asker = self.asker();
         self.asking.fetch_add(1, Ordering::SeqCst);
-        let answer = put(asker.as_ref(), message, schema).await;
+        let answer = put(asker.as_ref(), message, asked).await;
         self.asking.fetch_sub(1, Ordering::SeqCst);
         self.stirred();
         answer
+    }
+
+    /// [`CallSlot::put`] for a question carried in a request, answered as the protocol says.
+    pub(crate) async fn elicit(
+        &self,
+        params: ElicitRequestParams,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        let Some((message, asked)) = asked_of(params) else {
+            // A mode not offered (the capability names form and URL only).
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        };
+        let answer = self.put(message, asked.clone()).await?;
+        Ok(answer.into_result(&asked))
+    }
+
+    /// Hands a page's completion notice to the call's asker (never waits).
+    pub(crate) fn link_done(&self, elicitation_id: String) {
+        if let Some(asker) = self.asker() {
+            let _ = asker.try_send(CallNews::LinkDone { elicitation_id });
+        }
     }
 }
 

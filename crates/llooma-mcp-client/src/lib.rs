@@ -33,8 +33,9 @@ mod session;
 pub mod template;
 
 pub use ask::{
-    Asker, CallNews, MAX_PROGRESS_MESSAGE_BYTES, MAX_QUESTION_MESSAGE_BYTES,
-    MAX_QUESTION_SCHEMA_BYTES, Progress, QuestionAnswer, ServerQuestion, with_defaults,
+    Asked, Asker, CallNews, LinkThen, MAX_LINK_BYTES, MAX_PROGRESS_MESSAGE_BYTES,
+    MAX_QUESTION_MESSAGE_BYTES, MAX_QUESTION_SCHEMA_BYTES, Progress, QuestionAnswer,
+    ServerQuestion, with_defaults,
 };
 pub use canonical::{canonical_json, definition_hash};
 pub use client::{McpClient, probe};

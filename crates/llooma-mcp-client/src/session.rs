@@ -11,12 +11,12 @@ use llooma_vault::Secret;
 use rmcp::ClientHandler;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientCapabilities,
-    ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult, ElicitationCapability,
-    FormElicitationCapability, GetPromptRequest, GetPromptRequestParams, Implementation,
-    InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
+    ClientConfig, ClientRequest, CustomNotification, ElicitRequestParams, ElicitResult,
+    ElicitationCapability, FormElicitationCapability, GetPromptRequest, GetPromptRequestParams,
+    Implementation, InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams,
-    RequestId, ServerResult, SubscriptionFilter,
+    RequestId, ServerResult, SubscriptionFilter, UrlElicitationCapability,
 };
 use rmcp::service::MaybeSendFuture;
 use rmcp::service::{
@@ -43,6 +43,19 @@ type Handshaken = (RunningService<RoleClient, Handler>, Arc<watch::Sender<u64>>,
 /// Most `input_required` rounds one call may go through before it is given up (a server that
 /// keeps asking is not answered forever).
 const MAX_INPUT_ROUNDS: usize = 10;
+/// The JSON-RPC error a server refuses a call with until the person has opened the pages its
+/// data names (URL-mode elicitation, "URL elicitation required").
+const PAGES_FIRST: i32 = -32042;
+
+/// A server's refusal with what became of the call added to its message.
+fn added_to(error: McpError, why: &str) -> McpError {
+    match error {
+        McpError::Server { url, operation, code, message } => {
+            McpError::Server { url, operation, code, message: format!("{message}; {why}") }
+        }
+        other => other,
+    }
+}
 use crate::model::{
     Budget, ContentItem, Note, PromptMessage, PromptResult, ResourceContents, ServerDescription,
     Snapshot, ToolList, ToolResult, prompt_from_json, resource_from_json, template_from_json,
@@ -167,11 +180,14 @@ pub(crate) fn redact(url: &str) -> String {
 fn client_info() -> ClientConfig {
     // The version offered by a plain `initialize` (the fallback path); `server/discover`
     // offers the preferred versions of ClientLifecycleMode::Auto instead.
-    // Form questions are offered on every session: a call made with nobody to ask (a bot)
+    // Questions (forms and pages to open) are offered on every session: a call made with nobody to ask (a bot)
     // declines them, which the protocol provides for.
     let mut capabilities = ClientCapabilities::default();
-    capabilities.elicitation =
-        Some(ElicitationCapability::new().with_form(FormElicitationCapability::new()));
+    capabilities.elicitation = Some(
+        ElicitationCapability::new()
+            .with_form(FormElicitationCapability::new())
+            .with_url(UrlElicitationCapability::new()),
+    );
     ClientConfig::new(capabilities, Implementation::new("llooma", env!("CARGO_PKG_VERSION")))
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
@@ -230,7 +246,20 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_ {
-        self.call.put(request)
+        self.call.elicit(request)
+    }
+
+    fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        if notification.method == "notifications/elicitation/complete"
+            && let Some(id) = ask::completed_id(notification.params.as_ref())
+        {
+            self.call.link_done(id);
+        }
+        std::future::ready(())
     }
 
     fn on_progress(
@@ -459,15 +488,20 @@ impl McpSession {
         options: PeerRequestOptions,
         timeout: Duration,
     ) -> Result<ServerResult, McpError> {
-        self.request_classified(request, operation, options, timeout).await.map_err(|(e, _)| e)
+        self.request_classified(request, operation, options, timeout, |_| {})
+            .await
+            .map_err(|(e, _)| e)
     }
 
+    /// A request, and on failure what became of the session. A JSON-RPC error the server
+    /// answered is shown to `refusal` first, whole (its data included).
     async fn request_classified(
         &self,
         request: ClientRequest,
         operation: &str,
         options: PeerRequestOptions,
         timeout: Duration,
+        refusal: impl FnOnce(&rmcp::ErrorData),
     ) -> Result<ServerResult, (McpError, Fault)> {
         let peer = self.service.peer();
         let cx = self.cx(operation, timeout);
@@ -489,6 +523,9 @@ impl McpSession {
         // nothing left to cancel.
         guard.id = None;
         result.map_err(|err| {
+            if let rmcp::ServiceError::McpError(data) = &err {
+                refusal(data);
+            }
             let error = error::from_service(&err, &cx);
             let fault = if error::session_unknown(&err) {
                 Fault::NotRun
@@ -678,9 +715,30 @@ impl McpSession {
             // person is answering one of the server's questions.
             let options = PeerRequestOptions::no_options()
                 .with_max_total_timeout(self.config.max_call_timeout);
-            let sent =
-                self.request_classified(request, &operation, options, self.config.call_timeout);
-            let result = self.idle_bounded(sent, &operation).await?;
+            let mut pages_first = None;
+            let sent = self.request_classified(
+                request,
+                &operation,
+                options,
+                self.config.call_timeout,
+                |refusal| {
+                    if refusal.code.0 == PAGES_FIRST {
+                        pages_first = Some(refusal.data.clone());
+                    }
+                },
+            );
+            let result = match self.idle_bounded(sent, &operation).await {
+                Ok(result) => result,
+                Err((error, fault)) => {
+                    let Some(data) = pages_first else { return Err((error, fault)) };
+                    // Refused until the person has opened the pages it names: they are put
+                    // to the person, and once each is done the call is sent again as it was.
+                    if let Err(why) = self.open_pages_first(data.as_ref()).await {
+                        return Err((added_to(error, &why), fault));
+                    }
+                    continue;
+                }
+            };
             let required = match result {
                 ServerResult::CallToolResult(result) => {
                     let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
@@ -710,6 +768,28 @@ impl McpSession {
         )))
     }
 
+    /// Puts each page a `-32042` refusal names to the person, one after another; `Ok` once all
+    /// are done, else why the call ends, for the caller.
+    async fn open_pages_first(&self, data: Option<&Value>) -> Result<(), String> {
+        let slot = &self.service.service().call;
+        let pages = ask::links_first(data).map_err(|why| {
+            format!("the server refused the call until a page is opened, but {why}")
+        })?;
+        for (message, asked) in pages {
+            let answer = slot.put(message, asked).await.map_err(|err| {
+                format!("the page it asked to be opened first could not be shown: {}", err.message)
+            })?;
+            if !matches!(answer, ask::QuestionAnswer::Accept(_)) {
+                return Err(
+                    "the server would not run the call until a page it named was opened and \
+                     done, and it was not"
+                        .to_owned(),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// The answers to an `input_required` result's requests, one at a time (a person answers
     /// one card after another).
     async fn fulfil(&self, requests: InputRequests) -> Result<Option<InputResponses>, String> {
@@ -718,7 +798,7 @@ impl McpSession {
         for (key, request) in requests {
             let response = match request {
                 InputRequest::Elicitation(request) => {
-                    let answer = slot.put(request.params).await.map_err(|err| {
+                    let answer = slot.elicit(request.params).await.map_err(|err| {
                         format!("its question could not be put to the person: {}", err.message)
                     })?;
                     serde_json::to_value(answer).map_err(|err| err.to_string())?

@@ -37,6 +37,8 @@ pub use client::{DEFAULT_IDLE_TIMEOUT, MAX_REDIRECTS, NetClient, NetClientBuilde
 pub use error::{NetError, RedirectProblem, RedirectRefused};
 /// The request and response types of `http` (hyper's own), which requests are built from.
 pub use http::{HeaderMap, Method, StatusCode, header};
-pub use llooma_policy::{Decision, Origin, OutboundPolicy, PolicyError, Purpose, Refusal, Url};
+pub use llooma_policy::{
+    Allowance, Decision, Origin, OutboundPolicy, PolicyError, Purpose, Refusal, Url,
+};
 pub use request::{InvalidHeader, NetRequest};
 pub use resolver::{Lookup, Resolver, SystemResolver};

@@ -415,9 +415,13 @@ pub struct Step {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<serde_json::Number>,
     /// What the person did with a server's question: `accept`, `decline` or `cancel` (also
-    /// when nobody answered in time, or the turn has nobody to ask).
+    /// when nobody answered in time, or the turn has nobody to ask); for a page the call could
+    /// not go on without, `done` once the page is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// On a server's question that asked the person to open a page: its full address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<Vec<String>>,
     /// What the server returned, as the model read it (wrapped and labelled, and cut to the

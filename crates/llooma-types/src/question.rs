@@ -22,13 +22,87 @@ const MAX_DESCRIPTION_CHARS: usize = 1000;
 /// The longest text a field may receive when the server sets no length, in characters.
 pub const MAX_TEXT_CHARS: usize = 10_000;
 
-/// The question: the server's message and the form it asks the person to fill.
+/// The question: the server's message and the form it asks the person to fill, or the page it
+/// asks them to open (a form of no fields, with a [`QuestionLink`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QuestionForm {
     /// The server's words (its claim, shown as the server's).
     pub message: String,
     pub fields: Vec<FormField>,
+    /// Set when the server asks the person to open a page (URL mode) rather than fill a form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<QuestionLink>,
+}
+
+/// The longest address a card shows as a link, in bytes; a longer one is shown refused.
+pub const MAX_LINK_BYTES: usize = 2048;
+
+/// A page a server asks the person to open (an MCP URL-mode question): to sign in somewhere,
+/// pay, or enter what must not pass through the chat. Only the person's click opens it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionLink {
+    /// The full address, exactly as the server sent it (at most [`MAX_LINK_BYTES`]).
+    pub url: String,
+    /// The host, as the browser will read it (empty when the address does not parse): the
+    /// card puts it first, so a long address cannot hide where it leads.
+    pub host: String,
+    /// Why this instance will not offer the address as a link (not http or https, a private
+    /// or loopback address, too long), in words for the person. The card then shows the
+    /// address as text only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// The second step of a question the call cannot go on without (the server refused the
+    /// call until the page is done): the page was opened; the card waits for the server's
+    /// notice or the person's "done", and the call is sent again after.
+    #[serde(default)]
+    pub waiting: bool,
+}
+
+impl QuestionForm {
+    /// A question asking the person to open `url`, whose host is `host` (as the instance's
+    /// URL parser reads it; empty if it does not parse). `refused` is the instance's reason not
+    /// to offer it (its outbound policy's word on the address), if any; an address too long to
+    /// show whole is refused here.
+    pub fn for_link(
+        message: &str,
+        url: &str,
+        host: String,
+        refused: Option<String>,
+    ) -> QuestionForm {
+        let (url, refused) = if url.len() > MAX_LINK_BYTES {
+            let why = format!(
+                "the address is {} bytes long; at most {MAX_LINK_BYTES} are offered",
+                url.len()
+            );
+            (excerpt_bytes(url, MAX_LINK_BYTES), Some(why))
+        } else {
+            (url.to_owned(), refused)
+        };
+        QuestionForm {
+            message: message.to_owned(),
+            fields: Vec::new(),
+            link: Some(QuestionLink { url, host, refused, waiting: false }),
+        }
+    }
+
+    /// The same link question at its second step: opened, waiting to be done.
+    pub fn waiting(mut self) -> QuestionForm {
+        if let Some(link) = self.link.as_mut() {
+            link.waiting = true;
+        }
+        self
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn excerpt_bytes(text: &str, max: usize) -> String {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// One field of a form.
@@ -177,7 +251,7 @@ impl QuestionForm {
         // The server's own order does not survive the trip (its properties arrive as a map);
         // the fields it requires come first, the rest after, each group by name.
         fields.sort_by_key(|field| !field.required);
-        Ok(QuestionForm { message: message.to_owned(), fields })
+        Ok(QuestionForm { message: message.to_owned(), fields, link: None })
     }
 
     /// Checks a person's answer against the form: every name a field of it, every value of the
@@ -185,6 +259,9 @@ impl QuestionForm {
     /// has a default takes it). The answer as it will be sent, or what is wrong, in words for
     /// the person.
     pub fn check(&self, answer: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+        if let Some(QuestionLink { refused: Some(why), .. }) = &self.link {
+            return Err(format!("this address is not opened from here ({why}); decline or cancel"));
+        }
         if let Some(unknown) = answer.keys().find(|k| !self.fields.iter().any(|f| &f.name == *k)) {
             return Err(format!("the form has no field {:?}", excerpt(unknown)));
         }

@@ -3,7 +3,7 @@
 
 use std::rc::Rc;
 
-use leptos::either::{Either, EitherOf4};
+use leptos::either::{Either, EitherOf3, EitherOf4};
 use leptos::prelude::*;
 use llooma_types::{
     ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, FileView,
@@ -15,6 +15,7 @@ use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
 use crate::card::{countdown, send_answer};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
+use crate::link::{LinkCard, host_of};
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::question::QuestionCard;
@@ -944,8 +945,11 @@ fn running_words(step: &Step) -> String {
 fn question_step(step: &Step, server: String, question: String) -> impl IntoView + use<> {
     let state = step.state.as_str();
     let tool = step.server_tool.clone().unwrap_or_default();
+    let link = step.link.as_deref();
     let (icon, what) = match (step.state, step.reply.as_deref()) {
         (StepState::Waiting, _) => ("…", "waiting for your answer".to_owned()),
+        (StepState::Allowed, Some("done")) => ("✓", "done; the call was sent again".to_owned()),
+        (StepState::Allowed, _) if link.is_some() => ("✓", "you opened it".to_owned()),
         (StepState::Allowed, _) => ("✓", "you answered".to_owned()),
         (StepState::Expired, _) => {
             ("⌛", "not answered in time: the server was told so".to_owned())
@@ -962,7 +966,10 @@ fn question_step(step: &Step, server: String, question: String) -> impl IntoView
         <div class=format!("step mcp question {state}") data-state=state>
             <span class="icon">{icon}</span>
             <span class="server">{server}</span>
-            " asked, while running "
+            {match link {
+                Some(url) => format!(" asked you to open a page on {}, while running ", host_of(url)),
+                None => " asked, while running ".to_owned(),
+            }}
             <b class="tool">{tool}</b>
             ": "
             <q class="asked">{question}</q>
@@ -1490,7 +1497,12 @@ fn ApprovalCard(
 ) -> impl IntoView {
     // A server's question during a call it already runs: a form, not a call to allow.
     if let Some(form) = card.question.clone() {
-        return Either::Left(view! { <QuestionCard card form=*form csrf elsewhere now cards /> });
+        let form = *form;
+        if let Some(link) = form.link {
+            let message = form.message;
+            return EitherOf3::A(view! { <LinkCard card message link csrf elsewhere now cards /> });
+        }
+        return EitherOf3::B(view! { <QuestionCard card form csrf elsewhere now cards /> });
     }
     let error = RwSignal::new(None::<String>);
     let busy = RwSignal::new(false);
@@ -1502,7 +1514,7 @@ fn ApprovalCard(
     let allow = answer.clone();
     let refuse = answer.clone();
     let always = answer;
-    Either::Right(view! {
+    EitherOf3::C(view! {
         <article class="card approval" data-call=card.id.clone()>
             <header>
                 <span class="server">{card.server_label.clone()}</span>

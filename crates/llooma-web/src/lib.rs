@@ -22,6 +22,7 @@ mod discover;
 mod files;
 mod forms;
 mod layout;
+mod link;
 mod markdown;
 mod media;
 pub mod model;

@@ -12,8 +12,11 @@ use llooma_approval_broker::{
 use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
-use llooma_mcp_client::{CallNews, McpClient, Progress, QuestionAnswer, ServerQuestion};
+use llooma_mcp_client::{
+    Asked, CallNews, LinkThen, McpClient, Progress, QuestionAnswer, ServerQuestion,
+};
 use llooma_memory_guard::{Caps, Source, TurnGuard};
+use llooma_net::{Allowance, Decision, OutboundPolicy, Purpose, Url};
 use llooma_providers::{EncodedTool, EncodedTools, ToolCall, ToolDefinition, ToolsSize};
 use llooma_types::question::QuestionForm;
 use llooma_types::{ApprovalCardView, ApprovalShown, CallProgress, Step, StepState, TurnEvent};
@@ -82,6 +85,8 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     /// Announce mode: the model is first offered [`ANNOUNCE_TOOL`] only, and a server's (or a
     /// group's) definitions once it asked for them.
     pub announce: bool,
+    /// The instance's outbound policy: a page a server asks the person to open is judged by it.
+    pub outbound: &'a OutboundPolicy,
     /// Who started the turn: a person's conversation asks, a bot with MCP ticked runs its calls
     /// unasked, a spoken turn is refused MCP outright.
     pub context: Context,
@@ -588,9 +593,14 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         let result = loop {
             tokio::select! {
                 result = &mut called => break result,
-                Some(news) = news.recv() => match news {
+                Some(item) = news.recv() => match item {
                     CallNews::Question(question) => {
-                        self.put_question(tool, &approved, question, sink, waiting_card).await?;
+                        self.put_question(tool, &approved, question, &mut news, sink, waiting_card)
+                            .await?;
+                    }
+                    CallNews::LinkDone { .. } => {
+                        // A notice for a page the server itself waits on: the server carries
+                        // on by itself; the page's card was settled when it was opened.
                     }
                     CallNews::Progress(report) => {
                         if progress.due() {
@@ -636,20 +646,30 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
 impl<P: ApprovalPort> McpTurn<'_, P> {
     /// Puts a server's question, asked during the allowed call `call`, to the person on a card
     /// (or declines it where nobody can be asked), logs what became of it, and sends the answer
-    /// back to the server. The answer is checked against the form the card showed.
+    /// back to the server. A form's answer is checked against the form the card showed. A page
+    /// the call cannot go on without takes a second card once opened, settled by the person's
+    /// "done" or by the server's notice, read from `news`.
     async fn put_question<S: TurnSink>(
         &self,
         tool: &McpTool,
         call: &PendingCall,
         question: ServerQuestion,
+        news: &mut tokio::sync::mpsc::Receiver<CallNews>,
         sink: &S,
         waiting_card: &WaitingCard,
     ) -> Result<(), TurnError> {
-        let ServerQuestion { message, requested_schema, reply } = question;
+        let ServerQuestion { message, asked, reply } = question;
+        let link = match &asked {
+            Asked::Link { url, elicitation_id, then } => {
+                Some((url.clone(), elicitation_id.clone(), *then))
+            }
+            Asked::Form { .. } => None,
+        };
         let step = |state: StepState, call_id: &str, answer: &str| Step {
             call_id: Some(call_id.to_owned()),
             question: Some(message.clone()),
             reply: Some(answer.to_owned()),
+            link: link.as_ref().map(|(url, ..)| url.clone()),
             ..Step::mcp_call(&tool.model_name, &tool.server_label, &tool.tool_name, state)
         };
         if self.context != Context::Conversation {
@@ -666,7 +686,16 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             let _ = reply.send(QuestionAnswer::Decline);
             return Ok(());
         }
-        let form = match QuestionForm::from_request(&message, &requested_schema) {
+        let form = match &asked {
+            Asked::Form { requested_schema } => {
+                QuestionForm::from_request(&message, requested_schema)
+            }
+            Asked::Link { url, .. } => {
+                let (host, refused) = link_verdict(self.outbound, url);
+                Ok(QuestionForm::for_link(&message, url, host, refused))
+            }
+        };
+        let form = match form {
             Ok(form) => form,
             Err(why) => {
                 let failed = Step {
@@ -681,6 +710,54 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 return Ok(());
             }
         };
+        let (card, outcome) = self.card(call, &form, waiting_card, sink, &step, None).await?;
+        // Checked on the way in already; checked again against the form this card showed, so
+        // nothing that does not fit it ever reaches the server.
+        let mut answer = match outcome.reply() {
+            Reply::Accept { content } => match form.check(&content) {
+                Ok(content) => QuestionAnswer::Accept(content),
+                Err(_) => QuestionAnswer::Cancel,
+            },
+            Reply::Decline => QuestionAnswer::Decline,
+            Reply::Cancel => QuestionAnswer::Cancel,
+        };
+        let word = match answer {
+            QuestionAnswer::Accept(_) => "accept",
+            QuestionAnswer::Decline => "decline",
+            QuestionAnswer::Cancel => "cancel",
+        };
+        sink.event(TurnEvent::step(step(step_state(outcome.state()), &card, word))).await?;
+        if let (QuestionAnswer::Accept(_), Some((_, elicitation_id, LinkThen::Retry))) =
+            (&answer, &link)
+        {
+            // Opened; the call is sent again once the page is done.
+            let done = (!elicitation_id.is_empty()).then_some(elicitation_id.as_str());
+            let waiting = form.clone().waiting();
+            let (card, outcome) =
+                self.card(call, &waiting, waiting_card, sink, &step, Some((news, done))).await?;
+            let accepted = matches!(outcome.reply(), Reply::Accept { .. });
+            let word = if accepted { "done" } else { "cancel" };
+            sink.event(TurnEvent::step(step(step_state(outcome.state()), &card, word))).await?;
+            if !accepted {
+                answer = QuestionAnswer::Cancel;
+            }
+        }
+        let _ = reply.send(answer);
+        Ok(())
+    }
+
+    /// Shows `form` on a card of the call `call` and waits for its answer (the card's id and
+    /// how it was settled). With `notices`, a server's completion notice naming the given
+    /// elicitation id answers it as the person's "done" would (the first answer counts).
+    async fn card<S: TurnSink>(
+        &self,
+        call: &PendingCall,
+        form: &QuestionForm,
+        waiting_card: &WaitingCard,
+        sink: &S,
+        step: &(dyn Fn(StepState, &str, &str) -> Step + Sync),
+        notices: Option<(&mut tokio::sync::mpsc::Receiver<CallNews>, Option<&str>)>,
+    ) -> Result<(String, llooma_approval_broker::Outcome), TurnError> {
         let asked = NewCall {
             account_id: call.account_id.clone(),
             conversation_id: call.conversation_id.clone(),
@@ -695,36 +772,67 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             tool_hints_json: call.tool_hints_json.clone(),
             arguments: call.arguments()?,
         };
-        let form_json = serde_json::to_string(&form).unwrap_or_default();
+        let form_json = serde_json::to_string(form).unwrap_or_default();
         let pending = self.broker.ask(asked, form_json).await?;
         let mut standing = self.broker.abandon_guard(&pending.id);
         waiting_card.set(Some(step(StepState::Interrupted, &pending.id, "cancel")));
         sink.event(TurnEvent::Approval(ApprovalShown { card: card_view(pending.card()) })).await?;
-        let outcome = self.broker.wait(&pending.id).await;
+        let wait = self.broker.wait(&pending.id);
+        let mut wait = std::pin::pin!(wait);
+        let outcome = match notices {
+            None => wait.await,
+            Some((news, id)) => loop {
+                tokio::select! {
+                    outcome = &mut wait => break outcome,
+                    Some(item) = news.recv() => {
+                        // Only the notice for this page counts; progress meanwhile is not
+                        // shown (the call itself is not running), and a question cannot come.
+                        if let CallNews::LinkDone { elicitation_id } = item
+                            && Some(elicitation_id.as_str()) == id
+                        {
+                            let done = Reply::Accept { content: serde_json::Map::new() };
+                            let answered = self
+                                .broker
+                                .reply(&call.account_id, &pending.id, SERVER_NOTICE, &done)
+                                .await;
+                            if let Err(err) = answered {
+                                tracing::debug!(call = %pending.id, error = %err, "a page's completion notice came after its answer");
+                            }
+                        }
+                    }
+                }
+            },
+        };
         waiting_card.set(None);
         let outcome = outcome?;
         standing.disarm();
         if let Err(err) = self.broker.forget_reply(&pending.id).await {
             tracing::warn!(call = %pending.id, error = %err, "a question's answer was not cleared");
         }
-        // Checked on the way in already; checked again against the form this card showed, so
-        // nothing that does not fit it ever reaches the server.
-        let answer = match outcome.reply() {
-            Reply::Accept { content } => match form.check(&content) {
-                Ok(content) => QuestionAnswer::Accept(content),
-                Err(_) => QuestionAnswer::Cancel,
-            },
-            Reply::Decline => QuestionAnswer::Decline,
-            Reply::Cancel => QuestionAnswer::Cancel,
-        };
-        let word = match answer {
-            QuestionAnswer::Accept(_) => "accept",
-            QuestionAnswer::Decline => "decline",
-            QuestionAnswer::Cancel => "cancel",
-        };
-        sink.event(TurnEvent::step(step(step_state(outcome.state()), &pending.id, word))).await?;
-        let _ = reply.send(answer);
-        Ok(())
+        Ok((pending.id.clone(), outcome))
+    }
+}
+
+/// Who answered a card when the server's own completion notice settled it.
+const SERVER_NOTICE: &str = "server-notice";
+
+/// The host of a page a server asks the person to open, and why it is not offered as a link,
+/// if it is not: an address the instance would never connect to itself (not http or https, a
+/// name for this machine, an address in a private or reserved range) is shown, not linked,
+/// unless an administrator listed its origin for MCP servers. Host names are not looked up:
+/// the person's browser, not the instance, would open it.
+fn link_verdict(policy: &OutboundPolicy, url: &str) -> (String, Option<String>) {
+    let parsed = match Url::parse(url) {
+        Ok(parsed) => parsed,
+        Err(err) => return (String::new(), Some(format!("it is not a valid address ({err})"))),
+    };
+    let host = parsed.host_str().unwrap_or_default().to_owned();
+    if matches!(policy.decide(Purpose::Mcp, &parsed), Decision::Allowed(Allowance::AllowListed)) {
+        return (host, None);
+    }
+    match OutboundPolicy::public_only().decide(Purpose::Mcp, &parsed) {
+        Decision::Refused { reason } => (host, Some(reason.to_string())),
+        Decision::Allowed(_) => (host, None),
     }
 }
 

@@ -144,7 +144,7 @@ async fn a_question_during_a_call_waits_for_the_person_longer_than_the_call_time
         tokio::time::sleep(Duration::from_millis(2000)).await;
         let content = json!({"name": "Ada Lovelace", "check": true}).as_object().unwrap().clone();
         let _ = question.reply.send(QuestionAnswer::Accept(content));
-        (question.message, question.requested_schema)
+        (question.message, crate::support::schema_of(&question.asked))
     });
     let result = session
         .call_tool_asking("trigger-elicitation-request", json!({}), Some(asker))
@@ -191,4 +191,105 @@ async fn a_calls_progress_reaches_its_caller_as_the_server_reports_it() {
     let reports = reports.await.unwrap();
     let steps: Vec<(f64, Option<f64>)> = reports.iter().map(|p| (p.progress, p.total)).collect();
     assert_eq!(steps, [(1.0, Some(4.0)), (2.0, Some(4.0)), (3.0, Some(4.0)), (4.0, Some(4.0))]);
+}
+
+/// Answers each question of a call with what `answer` says for it, and keeps what was asked.
+fn person(
+    answer: impl Fn(&llooma_mcp_client::Asked) -> llooma_mcp_client::QuestionAnswer + Send + 'static,
+) -> (llooma_mcp_client::Asker, tokio::task::JoinHandle<Vec<(String, llooma_mcp_client::Asked)>>) {
+    let (asker, mut news) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
+    let asked = tokio::spawn(async move {
+        let mut asked = Vec::new();
+        while let Some(question) = crate::support::next_question(&mut news).await {
+            let _ = question.reply.send(answer(&question.asked));
+            asked.push((question.message, question.asked));
+        }
+        asked
+    });
+    (asker, asked)
+}
+
+#[tokio::test]
+async fn a_page_to_open_reaches_the_person_and_their_answer_the_server() {
+    use llooma_mcp_client::{Asked, LinkThen, QuestionAnswer};
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    // The tool is only listed to a client that said it can show pages to open.
+    let tools = session.list_tools().await.unwrap();
+    assert!(tools.tools.iter().any(|t| t.name == "trigger-url-elicitation"));
+    let arguments =
+        json!({"url": "https://login.example.com/device?code=42", "message": "Sign in"});
+
+    // Opened: the server hears "accept".
+    let (asker, asked) = person(|_| QuestionAnswer::Accept(serde_json::Map::new()));
+    let result = session
+        .call_tool_asking("trigger-url-elicitation", arguments.clone(), Some(asker))
+        .await
+        .unwrap();
+    let text = result.text_for_model();
+    assert!(text.contains("User completed the URL elicitation flow"), "{text}");
+    let asked = asked.await.unwrap();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].0, "Sign in");
+    let Asked::Link { url, elicitation_id, then } = &asked[0].1 else { panic!("{asked:?}") };
+    assert_eq!(url, "https://login.example.com/device?code=42");
+    assert!(!elicitation_id.is_empty());
+    assert_eq!(*then, LinkThen::Answer);
+
+    // Declined, and nobody to ask: the server hears "decline" both times.
+    let (asker, _) = person(|_| QuestionAnswer::Decline);
+    let result = session
+        .call_tool_asking("trigger-url-elicitation", arguments.clone(), Some(asker))
+        .await
+        .unwrap();
+    assert!(result.text_for_model().contains("User declined"), "{}", result.text_for_model());
+    let result = session.call_tool("trigger-url-elicitation", arguments).await.unwrap();
+    assert!(result.text_for_model().contains("User declined"), "{}", result.text_for_model());
+}
+
+#[tokio::test]
+async fn a_call_refused_until_a_page_is_done_is_sent_again_once_it_is() {
+    use llooma_mcp_client::{Asked, LinkThen, QuestionAnswer};
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let arguments = json!({"url": "https://pay.example.com/checkout", "errorPath": true});
+
+    // Done: the call goes again with the same arguments, and this time the server asks
+    // during the call for the page it first wanted.
+    let (asker, asked) = person(|_| QuestionAnswer::Accept(serde_json::Map::new()));
+    let result = session
+        .call_tool_asking("trigger-url-elicitation", arguments.clone(), Some(asker))
+        .await
+        .unwrap();
+    let text = result.text_for_model();
+    assert!(text.contains("User completed the URL elicitation flow"), "{text}");
+    let asked = asked.await.unwrap();
+    let pages: Vec<(&str, LinkThen)> = asked
+        .iter()
+        .map(|(_, asked)| match asked {
+            Asked::Link { url, then, .. } => (url.as_str(), *then),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        pages,
+        [
+            ("https://modelcontextprotocol.io", LinkThen::Retry),
+            ("https://pay.example.com/checkout", LinkThen::Answer)
+        ]
+    );
+
+    // Not done: the call ends with the server's refusal and why it was not sent again.
+    let (asker, _) = person(|_| QuestionAnswer::Cancel);
+    let arguments = json!({"url": "https://pay.example.com/other", "errorPath": true});
+    let err = session
+        .call_tool_asking("trigger-url-elicitation", arguments, Some(asker))
+        .await
+        .unwrap_err();
+    let McpError::Server { code, message, .. } = &err else { panic!("{err:?}") };
+    assert_eq!(*code, -32042);
+    assert!(message.contains("requires browser-based authorization"), "{message}");
+    assert!(message.contains("was not"), "{message}");
 }

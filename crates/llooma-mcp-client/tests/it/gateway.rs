@@ -113,7 +113,7 @@ fn answering(
     let asked = tokio::spawn(async move {
         let mut asked = Vec::new();
         while let Some(question) = crate::support::next_question(&mut questions).await {
-            asked.push((question.message.clone(), question.requested_schema.clone()));
+            asked.push((question.message.clone(), crate::support::schema_of(&question.asked)));
             let _ = question.reply.send(answer.clone());
         }
         asked

@@ -418,3 +418,60 @@ async fn a_question_too_large_to_show_fails_the_call_without_reaching_the_person
     assert!(err.to_string().contains("forms of at most 65536 bytes"), "{err}");
     assert!(questions.try_recv().is_err(), "the person was asked");
 }
+
+/// A `-32042` refusal naming `pages`.
+fn pages_first(pages: Value) -> Reply {
+    Reply::ErrorWith(-32042, "open a page first", json!({"elicitations": pages}))
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_until_pages_are_opened_cannot_loop_or_flood_the_person() {
+    let page = json!({"mode": "url", "url": "https://example.com/a", "message": "Open",
+        "elicitationId": "e1"});
+    // Refused again after every page: given up after ten rounds.
+    let again = page.clone();
+    let server = hostile(move |method, _| match method {
+        "tools/call" => pages_first(json!([again.clone()])),
+        _ => Reply::Default,
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
+    let person = tokio::spawn(async move {
+        let mut asked = 0;
+        while let Some(question) = crate::support::next_question(&mut questions).await {
+            asked += 1;
+            let _ =
+                question.reply.send(llooma_mcp_client::QuestionAnswer::Accept(Default::default()));
+        }
+        asked
+    });
+    let err = session.call_tool_asking("t", json!({}), Some(asker)).await.unwrap_err();
+    assert!(err.to_string().contains("after 10 rounds"), "{err}");
+    assert_eq!(person.await.unwrap(), 10);
+    assert_eq!(server.count("tools/call"), 10);
+
+    // Too many pages, a form where a page should be, or none at all: the call ends with the
+    // server's refusal and why, and nobody is asked.
+    for (pages, why) in [
+        (json!(vec![page.clone(); 6]), "at most 5"),
+        (json!([{"mode": "form", "message": "x", "requestedSchema": {}}]), "not a page"),
+        (json!([]), "named no page"),
+        (json!([{"mode": "url", "message": "no address"}]), "has no address"),
+    ] {
+        let server = hostile(move |method, _| match method {
+            "tools/call" => pages_first(pages.clone()),
+            _ => Reply::Default,
+        })
+        .await;
+        let client = client_for(server.port(), quick_config());
+        let session = client.connect(&server.url(), None).await.unwrap();
+        let (asker, mut questions) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
+        let err = session.call_tool_asking("t", json!({}), Some(asker)).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("open a page first") && text.contains(why), "{text}");
+        assert!(questions.try_recv().is_err(), "the person was asked");
+        assert_eq!(server.count("tools/call"), 1);
+    }
+}

@@ -47,6 +47,8 @@ pub enum Reply {
     Result(Value),
     /// A JSON-RPC error.
     Error(i64, &'static str),
+    /// A JSON-RPC error with data.
+    ErrorWith(i64, &'static str, Value),
     /// An HTTP status with a body.
     Status(u16, &'static str),
     /// An HTTP status with a JSON body (sent as is: no id is added).
@@ -232,6 +234,8 @@ async fn answer(id: Value, reply: Reply) -> Response {
         Reply::Error(code, message) => json_response(
             json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
         ),
+        Reply::ErrorWith(code, message, data) => json_response(json!({"jsonrpc": "2.0", "id": id,
+            "error": {"code": code, "message": message, "data": data}})),
         Reply::Status(status, body) => {
             (StatusCode::from_u16(status).unwrap(), [(header::CONTENT_TYPE, "text/plain")], body)
                 .into_response()
@@ -278,4 +282,12 @@ pub async fn next_question(
         }
     }
     None
+}
+
+/// A form question's schema (null for any other kind of question).
+pub fn schema_of(asked: &llooma_mcp_client::Asked) -> Value {
+    match asked {
+        llooma_mcp_client::Asked::Form { requested_schema } => requested_schema.clone(),
+        _ => Value::Null,
+    }
 }
