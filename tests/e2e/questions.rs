@@ -293,3 +293,102 @@ async fn stop_while_a_question_waits_withdraws_its_card_and_ends_the_call() {
     let late = w.answer(&card, json!({"choice": "decline"})).await;
     assert_eq!(late.status, 409, "{late:?}");
 }
+
+#[tokio::test]
+async fn a_page_to_open_is_a_card_with_its_whole_address_and_a_private_one_is_never_a_link() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("trigger-url-elicitation");
+    let address = "https://login.example.com/device?code=42";
+    w.model.push(Reply::tool_call(&tool, json!({"url": address, "message": "Sign in first"})));
+    w.model.push(Reply::text("Signed in."));
+    w.model.push(Reply::tool_call(&tool, json!({"url": "http://10.0.0.5/admin"})));
+    w.model.push(Reply::text("Not opened."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+
+    let card = w.asked(&mut cards, "sign me in").await;
+    let question = &card["question"];
+    assert_eq!(question["message"], "Sign in first");
+    assert_eq!(question["fields"], json!([]));
+    assert_eq!(
+        question["link"],
+        json!({"url": address, "host": "login.example.com", "waiting": false})
+    );
+    // Opened (Accept with nothing to send): the server is told, the call goes on.
+    let opened = w.answer(&card, json!({"choice": "accept"})).await;
+    assert_eq!(opened.status, 200, "{opened:?}");
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "Signed in.");
+    let asked = steps.iter().find(|s| s.get("question").is_some()).unwrap();
+    assert_eq!((&asked["reply"], &asked["link"]), (&json!("accept"), &json!(address)));
+    let result = &w.model.requests()[1].raw_body;
+    assert!(result.contains("User completed the URL elicitation flow"), "{result}");
+
+    // An address on a private network: shown, refused as a link, and only a no can answer.
+    let card = w.asked(&mut cards, "open the router").await;
+    let link = &card["question"]["link"];
+    assert_eq!(link["host"], "10.0.0.5");
+    let why = link["refused"].as_str().unwrap();
+    assert!(why.contains("10.0.0.5") && why.contains("private"), "{why}");
+    let opened = w.answer(&card, json!({"choice": "accept"})).await;
+    assert_eq!(opened.status, 400, "{opened:?}");
+    assert_eq!(opened.json["error"], "answer_does_not_fit");
+    let declined = w.answer(&card, json!({"choice": "decline"})).await;
+    assert_eq!(declined.status, 200, "{declined:?}");
+    read_turn(&mut events).await;
+    let result = &w.model.requests()[3].raw_body;
+    assert!(result.contains("User declined to open the URL"), "{result}");
+}
+
+#[tokio::test]
+async fn a_call_refused_until_a_page_is_done_waits_for_done_then_runs() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("trigger-url-elicitation");
+    let address = "https://pay.example.com/checkout";
+    w.model.push(Reply::tool_call(&tool, json!({"url": address, "errorPath": true})));
+    w.model.push(Reply::text("Paid."));
+    w.model.push(Reply::tool_call(
+        &tool,
+        json!({"url": "https://pay.example.com/2", "errorPath": true}),
+    ));
+    w.model.push(Reply::text("Not paid."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+
+    // The server refuses the call until its own page is done: the person opens it ...
+    let card = w.asked(&mut cards, "pay").await;
+    assert_eq!(card["question"]["link"]["url"], "https://modelcontextprotocol.io");
+    assert_eq!(w.answer(&card, json!({"choice": "accept"})).await.status, 200);
+    // ... the card then waits for "done" (after a reload too) ...
+    let waiting = next_card(&mut cards).await;
+    assert_eq!(waiting["question"]["link"]["waiting"], true);
+    let listed = w.tab.get("/api/v1/approvals").await.json;
+    assert_eq!(listed[0]["id"], waiting["id"]);
+    assert_eq!(w.answer(&waiting, json!({"choice": "accept"})).await.status, 200);
+    // ... and the call is sent again: this time the server asks for the page the model named.
+    let asked = next_card(&mut cards).await;
+    assert_eq!(asked["question"]["link"]["url"], address);
+    assert_eq!(w.answer(&asked, json!({"choice": "accept"})).await.status, 200);
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "Paid.");
+    let replies: Vec<&Value> =
+        steps.iter().filter(|s| s.get("question").is_some()).map(|s| &s["reply"]).collect();
+    assert_eq!(replies, [&json!("accept"), &json!("done"), &json!("accept")]);
+    let result = &w.model.requests()[1].raw_body;
+    assert!(result.contains("User completed the URL elicitation flow"), "{result}");
+
+    // Not done: the call ends, and the model is told why.
+    let card = w.asked(&mut cards, "pay again").await;
+    assert_eq!(w.answer(&card, json!({"choice": "accept"})).await.status, 200);
+    let waiting = next_card(&mut cards).await;
+    assert_eq!(w.answer(&waiting, json!({"choice": "cancel"})).await.status, 200);
+    let (_, steps) = read_turn(&mut events).await;
+    let failed = steps.iter().find(|s| s["state"] == "failed").unwrap();
+    assert!(failed["error"].as_str().unwrap().contains("was not"), "{failed}");
+    let result = &w.model.requests()[3].raw_body;
+    assert!(result.contains("browser-based authorization"), "{result}");
+}
