@@ -475,3 +475,32 @@ async fn a_server_that_refuses_until_pages_are_opened_cannot_loop_or_flood_the_p
         assert_eq!(server.count("tools/call"), 1);
     }
 }
+
+#[tokio::test]
+async fn a_pages_completion_notice_reaches_the_caller_and_a_malformed_one_does_not() {
+    let done = |id: Value| {
+        json!({"method": "notifications/elicitation/complete",
+        "params": {"elicitationId": id}})
+    };
+    let notices =
+        vec![done(json!("e-1")), done(json!(42)), done(json!("x".repeat(300))), done(json!(""))];
+    let server = hostile(move |method, _| match method {
+        "tools/call" => {
+            Reply::Notified(notices.clone(), json!({"content": [{"type": "text", "text": "ok"}]}))
+        }
+        _ => Reply::Default,
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let (asker, mut news) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(8);
+    let result = session.call_tool_asking("t", json!({}), Some(asker)).await.unwrap();
+    assert_eq!(result.text_for_model(), "ok");
+    let mut told = Vec::new();
+    while let Ok(item) = news.try_recv() {
+        if let llooma_mcp_client::CallNews::LinkDone { elicitation_id } = item {
+            told.push(elicitation_id);
+        }
+    }
+    assert_eq!(told, ["e-1"]);
+}

@@ -49,6 +49,8 @@ pub enum Reply {
     Error(i64, &'static str),
     /// A JSON-RPC error with data.
     ErrorWith(i64, &'static str, Value),
+    /// An event stream: these notifications (`{"method", "params"}`), then the result.
+    Notified(Vec<Value>, Value),
     /// An HTTP status with a body.
     Status(u16, &'static str),
     /// An HTTP status with a JSON body (sent as is: no id is added).
@@ -236,6 +238,17 @@ async fn answer(id: Value, reply: Reply) -> Response {
         ),
         Reply::ErrorWith(code, message, data) => json_response(json!({"jsonrpc": "2.0", "id": id,
             "error": {"code": code, "message": message, "data": data}})),
+        Reply::Notified(notifications, result) => {
+            let mut body = String::new();
+            for notification in notifications {
+                let mut message = json!({"jsonrpc": "2.0"});
+                message.as_object_mut().unwrap().extend(notification.as_object().unwrap().clone());
+                body.push_str(&format!("event: message\ndata: {message}\n\n"));
+            }
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            body.push_str(&format!("event: message\ndata: {answer}\n\n"));
+            (StatusCode::OK, [(header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+        }
         Reply::Status(status, body) => {
             (StatusCode::from_u16(status).unwrap(), [(header::CONTENT_TYPE, "text/plain")], body)
                 .into_response()
