@@ -506,6 +506,17 @@ impl Browser {
         (old, new)
     }
 
+    /// Every open tab's handle, the current one included.
+    pub async fn tabs(&self) -> Vec<String> {
+        let handles = self.must("GET", "/window/handles", None).await;
+        handles.as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_owned()).collect()
+    }
+
+    /// This tab's handle.
+    pub async fn tab(&self) -> String {
+        self.must("GET", "/window", None).await.as_str().unwrap().to_owned()
+    }
+
     pub async fn switch_to(&self, tab: &str) {
         self.must("POST", "/window", Some(json!({"handle": tab}))).await;
     }

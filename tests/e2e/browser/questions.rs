@@ -120,3 +120,94 @@ async fn browser_every_kind_of_field_reaches_the_server_as_given() {
         assert!(result.contains(said), "{said:?} missing from {result}");
     }
 }
+
+/// A page a server asks the person to open, on a phone: the host first, the whole address, a
+/// new tab only on the person's click (one that cannot reach back into ours), then the card
+/// waiting for "done" before the call goes again.
+#[tokio::test]
+async fn browser_a_page_to_open_is_opened_only_by_the_persons_click() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "shop").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let tool = crate::conversations::model_name_in(added, "trigger-url-elicitation");
+    let address = "https://pay.example.com/checkout?order=42";
+    model.push(Reply::tool_call(&tool, json!({"url": address, "errorPath": true})));
+    model.push(Reply::text("Paid."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "pay the order").await;
+    browser.click("button.send").await;
+    // (On a phone the card names the tool by the title its server gives it.)
+    browser.wait_text(".card.approval", "pay.example.com/checkout").await;
+    browser.click(".card.approval button.allow").await;
+
+    let card = browser.wait_text(".card.question.link", "asks you to open a page").await;
+    assert!(card.contains("Leads to modelcontextprotocol.io"), "{card}");
+    assert!(card.contains("https://modelcontextprotocol.io"), "{card}");
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the card does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.screenshot("link-card-phone").await;
+    // Nothing was opened by itself.
+    let ours = browser.tab().await;
+    assert_eq!(browser.tabs().await, [ours.clone()]);
+
+    browser.click(".card.question.link a.open").await;
+    let waiting = browser.wait_text(".card.question.link.waiting", "waits for the page").await;
+    assert!(waiting.contains("Done"), "{waiting}");
+    // The page opened in a tab of its own, which has no hold on ours.
+    let tabs = browser.tabs().await;
+    assert_eq!(tabs.len(), 2, "{tabs:?}");
+    let opened = tabs.iter().find(|t| **t != ours).unwrap().clone();
+    browser.switch_to(&opened).await;
+    assert_eq!(browser.script("return window.opener === null").await, json!(true));
+    browser.switch_to(&ours).await;
+
+    // The waiting card survives a reload; Done sends the call again, and the server then asks
+    // for the page the model named, on a card of its own.
+    browser.reload().await;
+    browser.wait_live().await;
+    browser.click(".card.question.link.waiting button.done").await;
+    browser.wait_text(".card.question.link", "pay.example.com").await;
+    browser.click(".card.question.link a.open").await;
+    browser.wait_text(".timeline", "Paid.").await;
+    let step = browser.wait_text(".timeline", "done; the call was sent again").await;
+    assert!(step.contains("asked you to open a page on modelcontextprotocol.io"), "{step}");
+    assert!(browser.text(".timeline").await.contains("you opened it"));
+}
+
+/// An address on a private network, on a desktop: shown with why, never a link; declined.
+#[tokio::test]
+async fn browser_a_private_address_is_shown_and_never_linked() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let world = mcp_conversation(&peer, "router").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let tool = crate::conversations::model_name_in(added, "trigger-url-elicitation");
+    model.push(Reply::tool_call(
+        &tool,
+        json!({"url": "http://192.168.1.1/admin/reset", "message": "Confirm the reset on the router."}),
+    ));
+    model.push(Reply::text("Left alone."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "reset the router").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "trigger-url-elicitation").await;
+    browser.click(".card.approval button.allow").await;
+    let card = browser.wait_text(".card.question.link", "Not opened from here").await;
+    assert!(card.contains("192.168.1.1") && card.contains("private"), "{card}");
+    let links = browser.script("return document.querySelectorAll('.card.question a.open, .card.question a[href*=\"192.168\"]').length").await;
+    assert_eq!(links, json!(0));
+    browser.screenshot("link-card-desktop").await;
+    browser.click(".card.question.link button.decline").await;
+    browser.wait_text(".timeline", "Left alone.").await;
+    browser.wait_text(".step.question", "you declined").await;
+}
