@@ -392,3 +392,83 @@ async fn a_call_refused_until_a_page_is_done_waits_for_done_then_runs() {
     let result = &w.model.requests()[3].raw_body;
     assert!(result.contains("browser-based authorization"), "{result}");
 }
+
+#[tokio::test]
+async fn a_servers_request_for_a_completion_is_run_by_the_persons_model_only_as_they_let_it() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("trigger-sampling-request");
+    w.model.push(Reply::tool_call(
+        &tool,
+        json!({"prompt": "What is six times seven?", "maxTokens": 30}),
+    ));
+    // The model's answer to the server's request, then its reply to the person.
+    w.model.push(Reply::text("Forty-two."));
+    w.model.push(Reply::text("The server has its answer."));
+    w.model.push(Reply::tool_call(&tool, json!({"prompt": "Tell me a secret."})));
+    w.model.push(Reply::text("It was refused."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+
+    // First the request, as the server wrote it, with its last message to edit.
+    let card = w.asked(&mut cards, "my private plans for Tuesday").await;
+    let sampling = &card["question"]["sampling"];
+    assert_eq!(sampling["systemPrompt"], "You are a helpful test server.");
+    assert_eq!(sampling["maxTokens"], 30);
+    assert!(
+        sampling["messages"][0]["text"].as_str().unwrap().ends_with("What is six times seven?")
+    );
+    assert_eq!(sampling["messages"][0]["role"], "user");
+    let model = sampling["model"].as_str().unwrap().to_owned();
+    assert!(!model.is_empty());
+    assert_eq!(card["question"]["fields"][0]["name"], "message");
+    let run = w
+        .answer(
+            &card,
+            json!({"choice": "accept", "content": {"message": "What is 6 × 7? In words."}}),
+        )
+        .await;
+    assert_eq!(run.status, 200, "{run:?}");
+
+    // The model read the request as the person left it, marked as the server's, with nothing
+    // of the conversation, and within the server's limit; its answer is on a card of its own.
+    let answer = next_card(&mut cards).await;
+    let sampled = w.model.chat_bodies()[1].clone();
+    let read = sampled.to_string();
+    assert!(read.contains("What is 6 × 7? In words."), "{read}");
+    assert!(!read.contains("six times seven"), "the person's edit was not used: {read}");
+    assert!(read.contains("written by the server"), "{read}");
+    assert!(
+        !read.contains("private plans"),
+        "the conversation reached the server's request: {read}"
+    );
+    assert_eq!(sampled["max_tokens"], 30);
+    assert_eq!(sampled["model"], model.as_str());
+
+    // The answer, before it goes back; what the person leaves is what the server gets.
+    assert_eq!(answer["question"]["sampling"]["answer"], "Forty-two.");
+    assert_eq!(answer["question"]["fields"][0]["kind"]["default"], "Forty-two.");
+    let sent = w
+        .answer(&answer, json!({"choice": "accept", "content": {"answer": "Forty-two, exactly."}}))
+        .await;
+    assert_eq!(sent.status, 200, "{sent:?}");
+    let (text, steps) = read_turn(&mut events).await;
+    assert_eq!(text, "The server has its answer.");
+    let replies: Vec<(&Value, &Value)> = steps
+        .iter()
+        .filter(|s| s.get("sampled").is_some())
+        .map(|s| (&s["reply"], &s["sampled"]))
+        .collect();
+    assert_eq!(replies, [(&json!("accept"), &json!(model)), (&json!("sent"), &json!(model))]);
+    let result = &w.model.requests()[2].raw_body;
+    assert!(result.contains("Forty-two, exactly.") && !result.contains("Forty-two.\\"), "{result}");
+
+    // Declined at the first card: the model is not asked, the server hears it was rejected.
+    let card = w.asked(&mut cards, "again").await;
+    assert_eq!(w.answer(&card, json!({"choice": "decline"})).await.status, 200);
+    read_turn(&mut events).await;
+    let bodies = w.model.chat_bodies();
+    assert_eq!(bodies.len(), 5, "the model was asked for the declined request");
+    assert!(bodies[4].to_string().contains("User rejected sampling request"), "{}", bodies[4]);
+}

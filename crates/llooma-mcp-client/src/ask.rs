@@ -41,6 +41,9 @@ pub struct ServerQuestion {
 /// What a question asks of the person.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Asked {
+    /// Let the person's model answer the server's messages (`sampling/createMessage`): the
+    /// person sees the request, may change it, and sees the answer before it goes back.
+    Completion(CompletionRequest),
     /// Fill a form (form mode): its `requestedSchema`, as the server sent it (bounded by
     /// [`MAX_QUESTION_SCHEMA_BYTES`]). Untrusted: read it as data, never as a schema to obey.
     Form { requested_schema: Value },
@@ -68,9 +71,145 @@ pub enum LinkThen {
     Retry,
 }
 
+/// The most messages one completion request may carry.
+pub const MAX_SAMPLING_MESSAGES: usize = 50;
+/// The most text one completion request may carry, in bytes (messages and system prompt).
+pub const MAX_SAMPLING_BYTES: usize = 64 * 1024;
+/// The largest answer a server may ask for, in tokens; a larger `maxTokens` is lowered to it.
+pub const MAX_SAMPLING_TOKENS: u32 = 4096;
+
+/// A server's request for a completion, text only, as the server wrote it (untrusted: every
+/// word of it is the server's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompletionRequest {
+    pub system_prompt: Option<String>,
+    pub messages: Vec<SampledMessage>,
+    /// The longest answer it wants, in tokens (at most [`MAX_SAMPLING_TOKENS`]).
+    pub max_tokens: u32,
+    pub temperature: Option<f32>,
+    pub stop_sequences: Vec<String>,
+}
+
+/// One message of a completion request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampledMessage {
+    /// `true` for the assistant's turns, `false` for the user's.
+    pub from_assistant: bool,
+    pub text: String,
+}
+
+impl CompletionRequest {
+    /// Reads `sampling/createMessage` parameters, or says why this client will not run them:
+    /// anything but text (images, audio, tool use), tools offered, or more than the bounds.
+    pub(crate) fn from_params(params: &Value) -> Result<CompletionRequest, String> {
+        let listed = params
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or("the request has no messages")?;
+        if listed.is_empty() {
+            return Err("the request has no messages".to_owned());
+        }
+        if listed.len() > MAX_SAMPLING_MESSAGES {
+            return Err(format!(
+                "the request has {} messages; at most {MAX_SAMPLING_MESSAGES} are passed on",
+                listed.len()
+            ));
+        }
+        if params.get("tools").is_some_and(|t| !t.is_null()) {
+            return Err("the request offers tools to the model, which this client does not \
+                        pass on"
+                .to_owned());
+        }
+        let mut messages = Vec::with_capacity(listed.len());
+        let mut size = 0_usize;
+        for message in listed {
+            let from_assistant = match message.get("role").and_then(Value::as_str) {
+                Some("assistant") => true,
+                Some("user") => false,
+                _ => return Err("a message has no role of user or assistant".to_owned()),
+            };
+            let blocks = match message.get("content") {
+                Some(Value::Array(blocks)) => blocks.iter().collect::<Vec<_>>(),
+                Some(block @ Value::Object(_)) => vec![block],
+                _ => return Err("a message has no content".to_owned()),
+            };
+            let mut text = String::new();
+            for block in blocks {
+                match (block.get("type").and_then(Value::as_str), block.get("text")) {
+                    (Some("text"), Some(Value::String(part))) => {
+                        if !text.is_empty() {
+                            text.push('\n');
+                        }
+                        text.push_str(part);
+                    }
+                    (kind, _) => {
+                        return Err(format!(
+                            "a message holds {} content; this client passes text only",
+                            kind.unwrap_or("unknown")
+                        ));
+                    }
+                }
+            }
+            size = size.saturating_add(text.len());
+            messages.push(SampledMessage { from_assistant, text });
+        }
+        let system_prompt = params.get("systemPrompt").and_then(Value::as_str).map(str::to_owned);
+        size = size.saturating_add(system_prompt.as_ref().map_or(0, String::len));
+        if size > MAX_SAMPLING_BYTES {
+            return Err(format!(
+                "the request holds {size} bytes of text; at most {MAX_SAMPLING_BYTES} are passed on"
+            ));
+        }
+        let max_tokens = params
+            .get("maxTokens")
+            .and_then(Value::as_u64)
+            .ok_or("the request sets no maxTokens")?;
+        let stop_sequences = params
+            .get("stopSequences")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).take(4).map(str::to_owned).collect())
+            .unwrap_or_default();
+        Ok(CompletionRequest {
+            system_prompt,
+            messages,
+            max_tokens: u32::try_from(max_tokens).unwrap_or(u32::MAX).clamp(1, MAX_SAMPLING_TOKENS),
+            temperature: params
+                .get("temperature")
+                .and_then(Value::as_f64)
+                .map(|t| t.clamp(0.0, 2.0) as f32),
+            stop_sequences,
+        })
+    }
+}
+
+/// The model's answer to a completion request, as the person let it go back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    /// The model that answered, as its provider names it.
+    pub model: String,
+    /// `true` when the answer stopped at its token limit.
+    pub cut: bool,
+}
+
+impl Completion {
+    /// The `sampling/createMessage` result.
+    pub(crate) fn into_result(self) -> Value {
+        let stop = if self.cut { "maxTokens" } else { "endTurn" };
+        serde_json::json!({
+            "role": "assistant",
+            "content": {"type": "text", "text": self.text},
+            "model": self.model,
+            "stopReason": stop,
+        })
+    }
+}
+
 /// What the person did with a question.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QuestionAnswer {
+    /// A completion request run, and its answer let go back.
+    Completed(Completion),
     /// Answered: the form's values, by field name. Defaults the schema gives for fields left
     /// out are added before it is sent (SEP-1034).
     Accept(Map<String, Value>),
@@ -115,8 +254,12 @@ impl QuestionAnswer {
             QuestionAnswer::Accept(content) => match asked {
                 Asked::Form { requested_schema } => ElicitResult::new(ElicitationAction::Accept)
                     .with_content(Value::Object(with_defaults(requested_schema, content))),
-                Asked::Link { .. } => ElicitResult::new(ElicitationAction::Accept),
+                Asked::Link { .. } | Asked::Completion(_) => {
+                    ElicitResult::new(ElicitationAction::Accept)
+                }
             },
+            // Not an answer to a question of a form or a page: nothing to accept.
+            QuestionAnswer::Completed(_) => ElicitResult::new(ElicitationAction::Cancel),
             QuestionAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
             QuestionAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
         }
@@ -159,6 +302,8 @@ pub(crate) async fn put(
             "forms",
         ),
         Asked::Link { url, .. } => ("address", url.len(), MAX_LINK_BYTES, "addresses"),
+        // Bounded as it was read.
+        Asked::Completion(_) => ("request", 0, 1, "requests"),
     };
     if size > limit {
         return Err(rmcp::ErrorData::invalid_params(
@@ -291,6 +436,22 @@ impl CallSlot {
         };
         let answer = self.put(message, asked.clone()).await?;
         Ok(answer.into_result(&asked))
+    }
+
+    /// Puts a server's request for a completion to the call's asker: the `sampling/createMessage`
+    /// result, or the error the protocol gives for a request the person did not let run.
+    pub(crate) async fn complete(&self, params: &Value) -> Result<Value, rmcp::ErrorData> {
+        let request = CompletionRequest::from_params(params)
+            .map_err(|why| rmcp::ErrorData::invalid_params(why, None))?;
+        match self.put(String::new(), Asked::Completion(request)).await? {
+            QuestionAnswer::Completed(completion) => Ok(completion.into_result()),
+            // The protocol's word for it (code -1).
+            _ => Err(rmcp::ErrorData::new(
+                rmcp::model::ErrorCode(-1),
+                "User rejected sampling request",
+                None,
+            )),
+        }
     }
 
     /// Hands a page's completion notice to the call's asker (never waits).

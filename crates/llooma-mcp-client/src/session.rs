@@ -16,8 +16,12 @@ use rmcp::model::{
     Implementation, InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams,
-    RequestId, ServerResult, SubscriptionFilter, UrlElicitationCapability,
+    RequestId, SamplingCapability, ServerResult, SubscriptionFilter, UrlElicitationCapability,
 };
+// Sampling is deprecated upstream (SEP-2577) yet servers in use still ask for it: kept until
+// the protocol drops it.
+#[expect(deprecated, reason = "sampling stays offered while servers still ask for it")]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult};
 use rmcp::service::MaybeSendFuture;
 use rmcp::service::{
     ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer, PeerRequestOptions,
@@ -188,6 +192,9 @@ fn client_info() -> ClientConfig {
             .with_form(FormElicitationCapability::new())
             .with_url(UrlElicitationCapability::new()),
     );
+    // Requests for a completion are offered too (text only, no tools): each is put to the
+    // person, who sees the request and the answer; a call with nobody to ask refuses them.
+    capabilities.sampling = Some(SamplingCapability::default());
     ClientConfig::new(capabilities, Implementation::new("llooma", env!("CARGO_PKG_VERSION")))
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
@@ -247,6 +254,18 @@ impl ClientHandler for Handler {
         _context: RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_ {
         self.call.elicit(request)
+    }
+
+    #[expect(deprecated, reason = "sampling stays offered while servers still ask for it")]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        let params = serde_json::to_value(&params).unwrap_or(Value::Null);
+        let result = self.call.complete(&params).await?;
+        serde_json::from_value(result)
+            .map_err(|err| rmcp::ErrorData::internal_error(err.to_string(), None))
     }
 
     fn on_custom_notification(
@@ -804,12 +823,14 @@ impl McpSession {
                     serde_json::to_value(answer).map_err(|err| err.to_string())?
                 }
                 InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
-                InputRequest::CreateMessage(_) => {
-                    return Err(
-                        "the server asked for a model's completion (sampling), which this \
-                                client did not offer"
-                            .to_owned(),
-                    );
+                InputRequest::CreateMessage(request) => {
+                    let params = serde_json::to_value(&request.params).unwrap_or(Value::Null);
+                    match slot.complete(&params).await {
+                        Ok(result) => result,
+                        // Refused or not runnable: the error is the answer to that request.
+                        Err(err) => serde_json::json!({"error": {"code": err.code.0,
+                            "message": err.message}}),
+                    }
                 }
                 _ => {
                     return Err(

@@ -419,6 +419,9 @@ pub struct Step {
     /// not go on without, `done` once the page is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// On a server's request for a completion (sampling): the model that would answer it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<String>,
     /// On a server's question that asked the person to open a page: its full address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<String>,

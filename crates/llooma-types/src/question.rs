@@ -33,6 +33,90 @@ pub struct QuestionForm {
     /// Set when the server asks the person to open a page (URL mode) rather than fill a form.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<QuestionLink>,
+    /// Set when the server asks for the person's model to answer its messages (sampling): the
+    /// request as the server wrote it, and at the second step the model's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingView>,
+}
+
+/// A server's request for a completion, as a card shows it. Every word is the server's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplingView {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    pub messages: Vec<SamplingLine>,
+    /// The longest answer it asked for, in tokens.
+    pub max_tokens: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<Number>,
+    /// The model that runs it (the conversation's).
+    pub model: String,
+    /// At the second step: the model's answer, to be let go back (or not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
+}
+
+/// One message of a completion request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplingLine {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub text: String,
+}
+
+/// The longest message or answer a person may send through a completion card, in characters.
+pub const MAX_SAMPLING_TEXT_CHARS: u64 = 32_000;
+
+impl QuestionForm {
+    /// The first card of a completion request: the request, and its last message in a field
+    /// the person may change before the model reads it.
+    pub fn for_sampling(view: SamplingView) -> QuestionForm {
+        let last = view.messages.last().map(|m| m.text.clone()).unwrap_or_default();
+        QuestionForm {
+            message: String::new(),
+            fields: vec![FormField {
+                name: "message".to_owned(),
+                title: Some("The last message, as your model will read it".to_owned()),
+                description: None,
+                required: true,
+                kind: FieldKind::Text {
+                    format: None,
+                    min_length: Some(1),
+                    max_length: Some(MAX_SAMPLING_TEXT_CHARS),
+                    default: Some(last),
+                    multiline: true,
+                },
+            }],
+            link: None,
+            sampling: Some(view),
+        }
+    }
+
+    /// The second card: the model's `answer`, in a field the person may change before it goes
+    /// back to the server.
+    pub fn for_sampled_answer(mut view: SamplingView, answer: String) -> QuestionForm {
+        view.answer = Some(answer.clone());
+        QuestionForm {
+            message: String::new(),
+            fields: vec![FormField {
+                name: "answer".to_owned(),
+                title: Some("What goes back to the server".to_owned()),
+                description: None,
+                required: true,
+                kind: FieldKind::Text {
+                    format: None,
+                    min_length: Some(1),
+                    max_length: Some(MAX_SAMPLING_TEXT_CHARS),
+                    default: Some(answer),
+                    multiline: true,
+                },
+            }],
+            link: None,
+            sampling: Some(view),
+        }
+    }
 }
 
 /// The longest address a card shows as a link, in bytes; a longer one is shown refused.
@@ -84,6 +168,7 @@ impl QuestionForm {
             message: message.to_owned(),
             fields: Vec::new(),
             link: Some(QuestionLink { url, host, refused, waiting: false }),
+            sampling: None,
         }
     }
 
@@ -140,6 +225,9 @@ pub enum FieldKind {
         max_length: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         default: Option<String>,
+        /// Several lines of text (a message to a model), not a single line.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        multiline: bool,
     },
     Number {
         /// Whole numbers only.
@@ -251,7 +339,7 @@ impl QuestionForm {
         // The server's own order does not survive the trip (its properties arrive as a map);
         // the fields it requires come first, the rest after, each group by name.
         fields.sort_by_key(|field| !field.required);
-        Ok(QuestionForm { message: message.to_owned(), fields, link: None })
+        Ok(QuestionForm { message: message.to_owned(), fields, link: None, sampling: None })
     }
 
     /// Checks a person's answer against the form: every name a field of it, every value of the
@@ -314,6 +402,7 @@ fn field_kind(property: &Value) -> Result<FieldKind, String> {
                 min_length: count(property.get("minLength")),
                 max_length: count(property.get("maxLength")),
                 default: default.and_then(Value::as_str).map(str::to_owned),
+                multiline: false,
             })
         }
         "number" | "integer" => {

@@ -950,6 +950,8 @@ fn question_step(step: &Step, server: String, question: String) -> impl IntoView
         (StepState::Waiting, _) => ("…", "waiting for your answer".to_owned()),
         (StepState::Allowed, Some("done")) => ("✓", "done; the call was sent again".to_owned()),
         (StepState::Allowed, _) if link.is_some() => ("✓", "you opened it".to_owned()),
+        (StepState::Allowed, Some("sent")) => ("✓", "you sent its answer back".to_owned()),
+        (StepState::Allowed, _) if step.sampled.is_some() => ("✓", "you let it answer".to_owned()),
         (StepState::Allowed, _) => ("✓", "you answered".to_owned()),
         (StepState::Expired, _) => {
             ("⌛", "not answered in time: the server was told so".to_owned())
@@ -966,9 +968,10 @@ fn question_step(step: &Step, server: String, question: String) -> impl IntoView
         <div class=format!("step mcp question {state}") data-state=state>
             <span class="icon">{icon}</span>
             <span class="server">{server}</span>
-            {match link {
-                Some(url) => format!(" asked you to open a page on {}, while running ", host_of(url)),
-                None => " asked, while running ".to_owned(),
+            {match (link, step.sampled.as_deref()) {
+                (Some(url), _) => format!(" asked you to open a page on {}, while running ", host_of(url)),
+                (None, Some(model)) => format!(" asked your model ({model}), while running "),
+                (None, None) => " asked, while running ".to_owned(),
             }}
             <b class="tool">{tool}</b>
             ": "

@@ -2,10 +2,10 @@
 //! instance read from its request, and Accept, Decline, Cancel. The values are checked against
 //! the same form before they are sent (the instance checks them again).
 
-use leptos::either::EitherOf3;
+use leptos::either::EitherOf4;
 use leptos::prelude::*;
 use llooma_types::ApprovalCardView;
-use llooma_types::question::{FieldKind, FormField, QuestionForm, TextFormat};
+use llooma_types::question::{FieldKind, FormField, QuestionForm, SamplingView, TextFormat};
 use serde_json::{Map, Number, Value, json};
 
 use crate::card::{countdown, send_answer};
@@ -56,11 +56,36 @@ pub fn QuestionCard(
         .collect_view();
     let (accept, decline, cancel) = (answer.clone(), answer.clone(), answer);
     let server = card.server_label.clone();
+    let sampling = form.sampling.clone();
+    let asks = match &sampling {
+        None => " asks you, while running ".to_owned(),
+        Some(view) if view.answer.is_some() => {
+            format!(" asked your model ({}) for this answer, while running ", view.model)
+        }
+        Some(view) => format!(" asks your model ({}) to answer it, while running ", view.model),
+    };
+    let hint = match &sampling {
+        None => format!(
+            "Accept sends what is in the form to {server}, as it is; nothing is remembered. Decline tells it no.",
+        ),
+        Some(view) if view.answer.is_some() => format!(
+            "Accept sends the text above to {server}, as it stands. Decline: nothing goes back.",
+        ),
+        Some(view) => format!(
+            "Accept lets {} answer these messages (the last as you leave it), with nothing else \
+             of this conversation; you see the answer before it goes back. Decline tells {server} no.",
+            view.model
+        ),
+    };
+    let is_sampling = sampling.is_some();
+    let message = (!form.message.is_empty()).then(|| {
+        view! { <blockquote class="question-message">{form.message.clone()}</blockquote> }
+    });
     view! {
-        <article class="card approval question" data-call=card.id.clone()>
+        <article class="card approval question" class:sampling=is_sampling data-call=card.id.clone()>
             <header>
                 <span class="server">{card.server_label.clone()}</span>
-                " asks you, while running "
+                {asks}
                 <b class="tool">{card.tool_name.clone()}</b>
             </header>
             {elsewhere
@@ -71,15 +96,12 @@ pub fn QuestionCard(
                         </p>
                     }
                 })}
-            <blockquote class="question-message">{form.message}</blockquote>
+            {message}
+            {sampling.map(sampling_view)}
             <form class="question-form" on:submit=|ev| ev.prevent_default()>
                 {fields}
             </form>
-            <p class="hint-note">
-                {format!(
-                    "Accept sends what is in the form to {server}, as it is; nothing is remembered. Decline tells it no.",
-                )}
-            </p>
+            <p class="hint-note">{hint}</p>
             <p class="countdown">{countdown}</p>
             <div class="actions">
                 <button
@@ -109,6 +131,47 @@ pub fn QuestionCard(
             </div>
             <p class="error" role="alert">{move || error.get()}</p>
         </article>
+    }
+}
+
+/// A server's request for a completion, as it wrote it: its instructions, its messages (the
+/// last one is in the form, to be changed), and the limits it asked for.
+fn sampling_view(view: SamplingView) -> impl IntoView {
+    let shown = view.messages.len().saturating_sub(1);
+    let earlier = view
+        .messages
+        .into_iter()
+        .take(if view.answer.is_some() { usize::MAX } else { shown })
+        .map(|line| {
+            let who = if line.role == "assistant" { "Model:" } else { "Server:" };
+            view! {
+                <li class=format!("sampled {}", line.role)>
+                    <b>{who}</b>
+                    " "
+                    <span class="text">{line.text}</span>
+                </li>
+            }
+        })
+        .collect_view();
+    let limits = match view.temperature {
+        Some(t) => format!("At most {} tokens, temperature {t}.", view.max_tokens),
+        None => format!("At most {} tokens.", view.max_tokens),
+    };
+    view! {
+        <div class="sampling-request">
+            {view
+                .system_prompt
+                .map(|prompt| {
+                    view! {
+                        <p class="sampling-system">
+                            <b>"Its instructions to the model: "</b>
+                            <span class="text">{prompt}</span>
+                        </p>
+                    }
+                })}
+            <ol class="sampling-messages">{earlier}</ol>
+            <p class="sampling-limits">{limits}</p>
+        </div>
     }
 }
 
@@ -147,7 +210,7 @@ fn field_view(
                     view! { <option value=option.value selected=selected>{label}</option> }
                 })
                 .collect_view();
-            EitherOf3::A(view! {
+            EitherOf4::A(view! {
                 <select
                     id=input_id.clone()
                     name=name.clone()
@@ -185,11 +248,26 @@ fn field_view(
                     }
                 })
                 .collect_view();
-            EitherOf3::B(view! { <span class="choices" id=input_id.clone()>{boxes}</span> })
+            EitherOf4::B(view! { <span class="choices" id=input_id.clone()>{boxes}</span> })
         }
+        FieldKind::Text { multiline: true, max_length, default, .. } => EitherOf4::C(view! {
+            <textarea
+                id=input_id.clone()
+                name=name.clone()
+                rows="5"
+                maxlength=max_length.map(|m| m.to_string())
+                required=required
+                on:input=move |ev| {
+                    let text = event_target_value(&ev);
+                    set(values, &name, (!text.is_empty()).then_some(Value::String(text)));
+                }
+            >
+                {default.unwrap_or_default()}
+            </textarea>
+        }),
         kind => {
             let shape = InputShape::of(&kind);
-            EitherOf3::C(view! {
+            EitherOf4::D(view! {
                 <input
                     id=input_id.clone()
                     type=shape.kind

@@ -293,3 +293,46 @@ async fn a_call_refused_until_a_page_is_done_is_sent_again_once_it_is() {
     assert!(message.contains("requires browser-based authorization"), "{message}");
     assert!(message.contains("was not"), "{message}");
 }
+
+#[tokio::test]
+async fn a_request_for_a_completion_reaches_the_person_and_only_their_answer_goes_back() {
+    use llooma_mcp_client::{Asked, Completion, QuestionAnswer};
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let tools = session.list_tools().await.unwrap();
+    assert!(tools.tools.iter().any(|t| t.name == "trigger-sampling-request"));
+    let arguments = json!({"prompt": "What is six times seven?", "maxTokens": 50});
+
+    let (asker, asked) = person(|_| {
+        QuestionAnswer::Completed(Completion {
+            text: "Forty-two.".into(),
+            model: "smollm2".into(),
+            cut: false,
+        })
+    });
+    let result = session
+        .call_tool_asking("trigger-sampling-request", arguments.clone(), Some(asker))
+        .await
+        .unwrap();
+    let text = result.text_for_model();
+    assert!(text.contains("Forty-two.") && text.contains("smollm2"), "{text}");
+    let asked = asked.await.unwrap();
+    let Asked::Completion(request) = &asked[0].1 else { panic!("{asked:?}") };
+    assert_eq!(request.system_prompt.as_deref(), Some("You are a helpful test server."));
+    assert_eq!(request.max_tokens, 50);
+    assert_eq!(request.messages.len(), 1);
+    assert!(!request.messages[0].from_assistant);
+    assert!(request.messages[0].text.ends_with("What is six times seven?"), "{request:?}");
+
+    // Refused, and nobody to ask: the server is told the person rejected it.
+    for asker in [Some(person(|_| QuestionAnswer::Decline).0), None] {
+        let outcome =
+            session.call_tool_asking("trigger-sampling-request", arguments.clone(), asker).await;
+        let said = match outcome {
+            Ok(result) => result.text_for_model(),
+            Err(err) => err.to_string(),
+        };
+        assert!(said.contains("User rejected sampling request"), "{said}");
+    }
+}
