@@ -736,4 +736,24 @@ async fn mcp_tools_are_offered_only_when_ticked_and_then_run_unasked() {
     let bodies = w.model.chat_bodies();
     assert!(bodies[4].to_string().contains("the person chose decline"), "{}", bodies[4]);
     assert_eq!(w.tab.get("/api/v1/approvals").await.json.as_array().map(Vec::len), Some(0));
+
+    // Nor can it let its model answer the server's own request for a completion: refused, the
+    // model never reads the server's request, and the call ends with why.
+    let summarize = tools.iter().find(|t| t["name"] == "gateway-summarize").unwrap()["modelName"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    w.model.push(Reply::tool_call(&summarize, json!({"text": "the minutes of Monday"})));
+    w.model.push(Reply::text("No summary, then."));
+    w.ann_says(&general, "@helper summarize the minutes", SignalKind::DirectMentionReceived);
+    let posts = w.posts_settle_at(4).await;
+    assert_eq!(posts[3].body, "No summary, then.");
+    let bodies = w.model.chat_bodies();
+    let last = bodies.last().unwrap().to_string();
+    assert!(last.contains("was not sent again") && last.contains("refused"), "{last}");
+    assert!(
+        bodies.iter().all(|b| !b.to_string().contains("Summarize: the minutes")),
+        "the server's request reached the bot's model"
+    );
+    assert_eq!(w.tab.get("/api/v1/approvals").await.json.as_array().map(Vec::len), Some(0));
 }

@@ -131,6 +131,17 @@ pub enum McpError {
         /// The JSON type that was given.
         found: &'static str,
     },
+    /// The server answered "input required" with a request the person refused, and the
+    /// protocol has no way to tell it so: the call was not sent again.
+    #[error("{operation} on the MCP server at {url} was not sent again: {reason}")]
+    Withheld {
+        /// The URL (without query or fragment).
+        url: String,
+        /// The request that was not sent again.
+        operation: String,
+        /// Why, in words for the person.
+        reason: String,
+    },
     /// The outbound HTTP client could not be built.
     #[error("could not set up the MCP client: {0}")]
     Setup(#[source] NetError),

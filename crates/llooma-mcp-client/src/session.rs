@@ -51,6 +51,14 @@ const MAX_INPUT_ROUNDS: usize = 10;
 /// data names (URL-mode elicitation, "URL elicitation required").
 const PAGES_FIRST: i32 = -32042;
 
+/// Why an `input_required` result's requests were not all answered.
+enum Unfulfilled {
+    /// The server asked for what cannot be given (a fault of the server).
+    Broken(String),
+    /// The person refused one, and the protocol has no way to say so.
+    Refused(String),
+}
+
 /// A server's refusal with what became of the call added to its message.
 fn added_to(error: McpError, why: &str) -> McpError {
     match error {
@@ -779,7 +787,18 @@ impl McpSession {
                 let pause = Duration::from_millis(250).saturating_mul(1 << round.min(4));
                 tokio::time::sleep(pause).await;
             }
-            params.input_responses = self.fulfil(requests).await.map_err(protocol)?;
+            params.input_responses =
+                self.fulfil(requests).await.map_err(|failed| match failed {
+                    Unfulfilled::Broken(detail) => protocol(detail),
+                    Unfulfilled::Refused(reason) => (
+                        McpError::Withheld {
+                            url: self.url.clone(),
+                            operation: operation.clone(),
+                            reason,
+                        },
+                        Fault::Answered,
+                    ),
+                })?;
             params.request_state = required.request_state;
         }
         Err(protocol(format!(
@@ -811,31 +830,37 @@ impl McpSession {
 
     /// The answers to an `input_required` result's requests, one at a time (a person answers
     /// one card after another).
-    async fn fulfil(&self, requests: InputRequests) -> Result<Option<InputResponses>, String> {
+    async fn fulfil(&self, requests: InputRequests) -> Result<Option<InputResponses>, Unfulfilled> {
         let slot = &self.service.service().call;
         let mut responses = InputResponses::new();
         for (key, request) in requests {
             let response = match request {
                 InputRequest::Elicitation(request) => {
                     let answer = slot.elicit(request.params).await.map_err(|err| {
-                        format!("its question could not be put to the person: {}", err.message)
+                        Unfulfilled::Broken(format!(
+                            "its question could not be put to the person: {}",
+                            err.message
+                        ))
                     })?;
-                    serde_json::to_value(answer).map_err(|err| err.to_string())?
+                    serde_json::to_value(answer)
+                        .map_err(|err| Unfulfilled::Broken(err.to_string()))?
                 }
                 InputRequest::ListRoots(_) => serde_json::json!({"roots": []}),
                 InputRequest::CreateMessage(request) => {
                     let params = serde_json::to_value(&request.params).unwrap_or(Value::Null);
-                    match slot.complete(&params).await {
-                        Ok(result) => result,
-                        // Refused or not runnable: the error is the answer to that request.
-                        Err(err) => serde_json::json!({"error": {"code": err.code.0,
-                            "message": err.message}}),
-                    }
+                    // Only a result can answer it (2026-07-28 has no refusal for it): a
+                    // request refused or not runnable ends the call here.
+                    slot.complete(&params).await.map_err(|err| {
+                        Unfulfilled::Refused(format!(
+                            "its request for your model's answer was refused ({})",
+                            err.message
+                        ))
+                    })?
                 }
                 _ => {
-                    return Err(
-                        "the server asked for a kind of input this client does not know".to_owned()
-                    );
+                    return Err(Unfulfilled::Broken(
+                        "the server asked for a kind of input this client does not know".to_owned(),
+                    ));
                 }
             };
             responses.insert(key, response);

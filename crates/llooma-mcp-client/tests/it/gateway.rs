@@ -155,3 +155,37 @@ async fn a_question_on_2026_07_28_is_answered_and_the_call_sent_again() {
         session.call_tool("home-assistant-set_thermostat", json!({"room": "attic"})).await.unwrap();
     assert!(result.text_for_model().contains("chose decline"), "{}", result.text_for_model());
 }
+
+#[tokio::test]
+async fn a_request_for_a_completion_on_2026_07_28_is_answered_and_the_call_sent_again() {
+    use llooma_mcp_client::{Asked, Completion, QuestionAnswer};
+    let Some(peer) = start_gateway(None) else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let (asker, mut news) = tokio::sync::mpsc::channel::<llooma_mcp_client::CallNews>(1);
+    let person = tokio::spawn(async move {
+        let question = crate::support::next_question(&mut news).await.unwrap();
+        let answer = QuestionAnswer::Completed(Completion {
+            text: "Tea is calm.".into(),
+            model: "smollm2".into(),
+            cut: false,
+        });
+        let _ = question.reply.send(answer);
+        question.asked
+    });
+    let result = session
+        .call_tool_asking("gateway-summarize", json!({"text": "a long essay on tea"}), Some(asker))
+        .await
+        .unwrap();
+    assert_eq!(result.text_for_model(), "summary by smollm2: Tea is calm.");
+    let Asked::Completion(request) = person.await.unwrap() else { panic!() };
+    assert_eq!(request.system_prompt.as_deref(), Some("Answer in one sentence."));
+    assert_eq!(request.messages[0].text, "Summarize: a long essay on tea");
+    assert_eq!(request.max_tokens, 40);
+
+    // Nobody to ask: 2026-07-28 has no answer that says "refused", so the call is not sent
+    // again, and the caller is told why.
+    let err = session.call_tool("gateway-summarize", json!({"text": "x"})).await.unwrap_err();
+    assert!(matches!(err, McpError::Withheld { .. }), "{err:?}");
+    assert!(err.to_string().contains("was refused"), "{err}");
+}

@@ -16,7 +16,15 @@ import uvicorn
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
-from mcp_types import ElicitRequest, ElicitRequestFormParams, InputRequiredResult
+from mcp_types import (
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
 
 port = int(sys.argv[1])
 token = sys.argv[2] if len(sys.argv) > 2 else None
@@ -87,6 +95,27 @@ async def set_thermostat(room: str, ctx: Context):
         return f"thermostat of the {room} left alone: the person chose {answer.get('action')}"
     content = answer.get("content") or {}
     return f"thermostat of the {room} set to {content.get('celsius')} °C, {content.get('mode')}"
+
+
+@server.tool(
+    name="gateway-summarize",
+    description="Summarize a text; asks the client's model (sampling, on 2026-07-28).",
+)
+async def summarize(text: str, ctx: Context):
+    answers = ctx.input_responses or {}
+    if "summary" not in answers:
+        request = CreateMessageRequest(params=CreateMessageRequestParams(
+            messages=[SamplingMessage(role="user", content=TextContent(text=f"Summarize: {text}"))],
+            system_prompt="Answer in one sentence.",
+            max_tokens=40,
+        ))
+        return InputRequiredResult(input_requests={"summary": request})
+    answer = answers["summary"]
+    if not isinstance(answer, dict):
+        answer = answer.model_dump(by_alias=True, exclude_none=True)
+    if "error" in answer:
+        return f"no summary: {answer['error'].get('message')}"
+    return f"summary by {answer.get('model')}: {answer.get('content', {}).get('text')}"
 
 
 @server.tool(name="Infomaniak_Mail-search.messages", description="Search mail.")
