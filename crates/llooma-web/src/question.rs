@@ -254,7 +254,7 @@ fn field_view(
             <textarea
                 id=input_id.clone()
                 name=name.clone()
-                rows="5"
+                rows="3"
                 maxlength=max_length.map(|m| m.to_string())
                 required=required
                 on:input=move |ev| {

@@ -211,3 +211,55 @@ async fn browser_a_private_address_is_shown_and_never_linked() {
     browser.wait_text(".timeline", "Left alone.").await;
     browser.wait_text(".step.question", "you declined").await;
 }
+
+/// A server's request for the person's model, on a phone: the request as the server wrote it,
+/// its last message changed by the person, then the model's answer before it goes back.
+#[tokio::test]
+async fn browser_a_servers_request_for_the_model_is_seen_changed_and_its_answer_checked() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "writer").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let tool = crate::conversations::model_name_in(added, "trigger-sampling-request");
+    model.push(Reply::tool_call(&tool, json!({"prompt": "Name a colour.", "maxTokens": 20})));
+    model.push(Reply::text("Teal."));
+    model.push(Reply::text("The server got its colour."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "pick a colour with the server").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "Name a colour.").await;
+    browser.click(".card.approval button.allow").await;
+
+    let card = browser.wait_text(".card.question.sampling", "asks your model").await;
+    assert!(card.contains("You are a helpful test server."), "{card}");
+    assert!(card.contains("At most 20 tokens, temperature 0.7."), "{card}");
+    let asked = browser.value(".card.question.sampling textarea[name=message]").await;
+    assert!(asked.ends_with("Name a colour."), "{asked}");
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the card does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.screenshot("sampling-card-phone").await;
+    browser.clear(".card.question.sampling textarea[name=message]").await;
+    browser
+        .type_into(".card.question.sampling textarea[name=message]", "Name a dark colour.")
+        .await;
+    browser.click(".card.question.sampling button.accept").await;
+
+    // The answer, before it goes back: changed again, then sent.
+    browser.wait_text(".card.question.sampling", "for this answer").await;
+    assert_eq!(browser.value(".card.question.sampling textarea[name=answer]").await, "Teal.");
+    browser.screenshot("sampling-answer-phone").await;
+    browser.clear(".card.question.sampling textarea[name=answer]").await;
+    browser.type_into(".card.question.sampling textarea[name=answer]", "Dark teal.").await;
+    browser.click(".card.question.sampling button.accept").await;
+    browser.wait_text(".timeline", "The server got its colour.").await;
+    browser.wait_text(".timeline", "you sent its answer back").await;
+
+    let bodies = model.chat_bodies();
+    assert!(bodies[1].to_string().contains("Name a dark colour."), "{}", bodies[1]);
+    assert!(bodies[2].to_string().contains("Dark teal."), "{}", bodies[2]);
+}
