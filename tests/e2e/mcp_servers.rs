@@ -479,3 +479,53 @@ async fn update_tools_drops_removed_tools_at_once_and_holds_changed_ones_until_a
     assert_eq!(accepted.json["applied"], true, "{accepted:?}");
     assert_eq!(tab.get(&detail).await.json["instructions"], text);
 }
+
+#[tokio::test]
+async fn a_tool_list_past_its_freshness_is_retaken_before_the_next_turn() {
+    use llooma_fake_model::{FakeModel, Reply};
+    let Some(peer) = peers::gateway(None) else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    // The gateway says its list is fresh for 0 ms; this instance keeps a list at least 1 s.
+    let server = Server::start(
+        &db,
+        &[
+            ("PROVIDER_ALLOWED_ORIGINS", &model.origin()),
+            ("MCP_ALLOWED_ORIGINS", &peer.origin()),
+            ("LLOOMA_TOOL_LIST_MIN_FRESH_SECS", "1"),
+        ],
+    );
+    let (mut tab, conversation) = crate::conversations::setup(&server, &model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let rooms = crate::conversations::model_name_in(&added.json, "Chatto-list_rooms");
+    let path = format!("/api/v1/conversations/{conversation}");
+    tab.send("PATCH", &path, Some(json!({"mcpEnabled": true}))).await;
+    let mut stream = crate::support::Events::open(&tab, &format!("{path}/events"), None).await;
+    model.push(Reply::text("one"));
+    one_turn(&mut tab, &mut stream, &path, "first").await;
+    assert!(model.chat_bodies()[0].to_string().contains(&rooms));
+
+    // The gateway drops a tool without announcing it; once the list's freshness has run out,
+    // the next turn retakes it first: the tool is no longer offered, and the server's page no
+    // longer lists it, without anyone pressing Update tools.
+    let gateway = crate::peers::client_for(&peer);
+    let removed = json!({"name": "Chatto-list_rooms", "announce": false});
+    gateway.call_tool(&peer.url(), None, "gateway-remove_tool", removed).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    model.push(Reply::text("two"));
+    one_turn(&mut tab, &mut stream, &path, "second").await;
+    let offered = model.chat_bodies()[1].to_string();
+    assert!(!offered.contains(&rooms), "a tool the server dropped was still offered");
+    let detail = tab.get(&format!("/api/v1/mcp/servers/{id}")).await.json;
+    assert!(!names(&detail["tools"], "name").contains(&"Chatto-list_rooms".to_owned()));
+    assert_eq!(detail["server"]["snapshotStale"], false, "{detail}");
+}
+
+/// Sends a message in the conversation at `path` and waits for its turn to end on `stream`.
+async fn one_turn(tab: &mut Tab, stream: &mut crate::support::Events, path: &str, text: &str) {
+    tab.post(&format!("{path}/messages"), json!({"content": text})).await;
+    while stream.next().await.0 != "end" {}
+}

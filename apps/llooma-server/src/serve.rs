@@ -107,6 +107,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
         },
         upload_spill_dir: settings.data_dir.join("uploads"),
         replica_id,
+        tool_list_min_fresh: Duration::from_secs(settings.tool_list_min_fresh_secs),
         stopping: stop_rx,
     })
     .context("setting up page reading")?;

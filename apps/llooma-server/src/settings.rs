@@ -85,6 +85,8 @@ pub struct Settings {
     pub mcp_watch_secs: u64,
     /// How long an approval card waits for an answer before the call counts as refused.
     pub approval_window_secs: u64,
+    /// The shortest freshness a server's tool list is given (`ttlMs` below it is raised).
+    pub tool_list_min_fresh_secs: u64,
     /// How often each bot integration asks its chat server what happened; 0 turns bots off.
     pub bot_poll_secs: u64,
     /// The folder holding the web interface's browser part (what `cargo xtask build-web`
@@ -135,6 +137,7 @@ impl Default for Settings {
             mcp_catalogue_file: None,
             mcp_call_timeout_secs: 60,
             approval_window_secs: 120,
+            tool_list_min_fresh_secs: 60,
             bot_poll_secs: 5,
             secret: None,
         }
@@ -210,7 +213,8 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 20] = [
+        let numbers: [(&str, &mut u64); 21] = [
+            ("LLOOMA_TOOL_LIST_MIN_FRESH_SECS", &mut self.tool_list_min_fresh_secs),
             ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
@@ -271,6 +275,9 @@ impl Settings {
         }
         if self.session_idle_secs == 0 || self.session_absolute_secs == 0 {
             bail!("session lifetimes must be at least one second");
+        }
+        if !(1..=86_400).contains(&self.tool_list_min_fresh_secs) {
+            bail!("LLOOMA_TOOL_LIST_MIN_FRESH_SECS must be between 1 and 86400 (a minute is 60)");
         }
         if !(1..=3600).contains(&self.approval_window_secs) {
             bail!("approval_window_secs must be between 1 and 3600 (two minutes is 120)");

@@ -44,6 +44,8 @@ pub struct App {
     pub(crate) searches: SearchClients,
     /// Stored MCP snapshots, parsed once while their text lasts.
     pub(crate) snapshots: SnapshotCache,
+    /// When tool lists past their server's freshness were last retaken.
+    pub(crate) freshness: crate::tool_freshness::Freshness,
     /// How long a speech exchange may take, and the speech models last detected.
     pub(crate) speech: SpeechState,
     /// Files are prepared (decoded, scaled, read) one at a time.
@@ -74,6 +76,9 @@ pub struct AppParts {
     pub upload_spill_dir: std::path::PathBuf,
     /// This process's id (the approval broker's replica id): the owner of the turns it runs.
     pub replica_id: String,
+    /// The shortest freshness a server's tool list is given, whatever the server says
+    /// ([`crate::tool_freshness::DEFAULT_MIN_FRESH`] unless an operator sets another).
+    pub tool_list_min_fresh: Duration,
     pub stopping: watch::Receiver<bool>,
 }
 
@@ -89,6 +94,7 @@ impl App {
             searches: SearchClients::new(parts.outbound.clone(), parts.connection_idle),
             providers: ProviderClients::default(),
             snapshots: SnapshotCache::default(),
+            freshness: crate::tool_freshness::Freshness::new(parts.tool_list_min_fresh),
             speech: SpeechState::new(parts.speech_limits),
             reported_vision: crate::providers::ReportedVision::default(),
             file_work: Arc::new(tokio::sync::Semaphore::new(1)),

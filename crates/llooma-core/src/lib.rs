@@ -32,6 +32,7 @@ pub mod providers;
 mod setup;
 mod snapshot_cache;
 pub mod speech;
+pub mod tool_freshness;
 pub mod turns;
 pub mod uploads;
 

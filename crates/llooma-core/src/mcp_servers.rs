@@ -743,7 +743,25 @@ impl App {
         limits: &OfferLimits,
         tokens: Tokens,
     ) -> Result<Offered, AppError> {
-        let loaded = load_account(self, account_id).await?;
+        let mut loaded = load_account(self, account_id).await?;
+        if tokens == Tokens::Decrypt {
+            // A turn about to offer the lists: any its server said have gone stale is retaken
+            // first, under the rules of "Update tools" (removals apply, the rest waits).
+            let now = llooma_store::now_ms();
+            let due: Vec<String> = loaded
+                .iter()
+                .filter(|l| self.freshness.take_due(&l.server, &l.snapshot, now))
+                .map(|l| l.server.id.clone())
+                .collect();
+            for id in &due {
+                if let Err(err) = self.update_mcp_tools(account_id, id, None).await {
+                    tracing::warn!(server = %id, error = %err, "retaking a stale tool list failed; the stored one is used");
+                }
+            }
+            if !due.is_empty() {
+                loaded = load_account(self, account_id).await?;
+            }
+        }
         let names = name_table(&loaded, None)?;
         let mut resources = Vec::new();
         if limits.resources {

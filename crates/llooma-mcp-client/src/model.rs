@@ -227,6 +227,9 @@ pub struct ToolList {
     pub tools: Vec<ToolDef>,
     /// What was cut or left out.
     pub notes: Vec<Note>,
+    /// How long the server says the list stays fresh, in milliseconds (`ttlMs`; the shortest
+    /// of its pages), if it says.
+    pub ttl_ms: Option<u64>,
 }
 
 /// Everything a server offers, as stored when an account adds it.
@@ -247,6 +250,11 @@ pub struct Snapshot {
     pub notes: Vec<Note>,
     /// Hex SHA-256 over the tool hashes in order: one value to compare two snapshots' tools.
     pub tools_hash: String,
+    /// How long the server said its tool list stays fresh, in milliseconds, if it said
+    /// (`ttlMs`, 2026-07-28). Its `cacheScope` needs nothing: a snapshot is only ever used for
+    /// the one account's server record it was taken for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_ttl_ms: Option<u64>,
 }
 
 /// What `llooma mcp probe` prints.

@@ -406,20 +406,24 @@ impl ListKind {
         }
     }
     /// The page's items as JSON and its next cursor.
-    fn page(self, result: ServerResult) -> Option<(Vec<Value>, Option<String>)> {
+    /// A page's items, the cursor to the next page, and how long the server says the page
+    /// stays fresh (`ttlMs`, 2026-07-28), if it says.
+    fn page(self, result: ServerResult) -> Option<(Vec<Value>, Option<String>, Option<u64>)> {
         fn json<T: serde::Serialize>(items: Vec<T>) -> Vec<Value> {
             items.into_iter().filter_map(|i| serde_json::to_value(i).ok()).collect()
         }
         Some(match (self, result) {
-            (ListKind::Tools, ServerResult::ListToolsResult(r)) => (json(r.tools), r.next_cursor),
+            (ListKind::Tools, ServerResult::ListToolsResult(r)) => {
+                (json(r.tools), r.next_cursor, r.ttl_ms)
+            }
             (ListKind::Resources, ServerResult::ListResourcesResult(r)) => {
-                (json(r.resources), r.next_cursor)
+                (json(r.resources), r.next_cursor, r.ttl_ms)
             }
             (ListKind::Templates, ServerResult::ListResourceTemplatesResult(r)) => {
-                (json(r.resource_templates), r.next_cursor)
+                (json(r.resource_templates), r.next_cursor, r.ttl_ms)
             }
             (ListKind::Prompts, ServerResult::ListPromptsResult(r)) => {
-                (json(r.prompts), r.next_cursor)
+                (json(r.prompts), r.next_cursor, r.ttl_ms)
             }
             _ => return None,
         })
@@ -576,8 +580,9 @@ impl McpSession {
         self.request(request, operation, PeerRequestOptions::with_timeout(timeout), timeout).await
     }
 
-    /// Reads a paged list up to the limits: raw items and notes.
-    async fn list(&self, kind: ListKind) -> Result<(Vec<Value>, Vec<Note>), McpError> {
+    /// Reads a paged list up to the limits: raw items, notes, and the shortest freshness any
+    /// page claimed (none when no page said).
+    async fn list(&self, kind: ListKind) -> Result<(Vec<Value>, Vec<Note>, Option<u64>), McpError> {
         let limits = &self.config.limits;
         let max_items = match kind {
             ListKind::Tools => limits.max_tools,
@@ -588,14 +593,19 @@ impl McpSession {
         let mut cursor: Option<String> = None;
         let mut seen_cursors = HashSet::new();
         let mut pages = 0;
+        let mut fresh_for: Option<u64> = None;
         loop {
             let result = self.simple_request(kind.request(cursor.clone()), kind.method()).await?;
             pages += 1;
-            let (page, next) = kind.page(result).ok_or_else(|| McpError::Protocol {
+            let (page, next, ttl) = kind.page(result).ok_or_else(|| McpError::Protocol {
                 url: self.url.clone(),
                 detail: format!("the reply to {} is not a list", kind.method()),
             })?;
             items.extend(page);
+            fresh_for = match (fresh_for, ttl) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             if items.len() > max_items {
                 notes.push(Note::TooMany {
                     list: kind.label().to_owned(),
@@ -618,12 +628,12 @@ impl McpSession {
             }
             cursor = Some(next);
         }
-        Ok((items, notes))
+        Ok((items, notes, fresh_for))
     }
 
     /// The server's tools, limits applied.
     pub async fn list_tools(&self) -> Result<ToolList, McpError> {
-        let (raw, mut notes) = self.list(ListKind::Tools).await?;
+        let (raw, mut notes, ttl_ms) = self.list(ListKind::Tools).await?;
         let mut names = HashSet::new();
         let mut tools = Vec::with_capacity(raw.len());
         for item in &raw {
@@ -636,13 +646,13 @@ impl McpSession {
             }
             tools.push(tool);
         }
-        Ok(ToolList { tools, notes })
+        Ok(ToolList { tools, notes, ttl_ms })
     }
 
     /// Everything the server offers. Tools must be readable; a failure of any other list
     /// (many servers have no resources or prompts) becomes a [`Note`].
     pub async fn snapshot(&self) -> Result<Snapshot, McpError> {
-        let ToolList { tools, mut notes } = self.list_tools().await?;
+        let ToolList { tools, mut notes, ttl_ms: tools_ttl_ms } = self.list_tools().await?;
         let limits = &self.config.limits;
         let mut resources = Vec::new();
         let mut resource_templates = Vec::new();
@@ -659,7 +669,7 @@ impl McpSession {
             if !offered {
                 continue;
             }
-            let (raw, list_notes) = match self.list(kind).await {
+            let (raw, list_notes, _) = match self.list(kind).await {
                 Ok(found) => found,
                 Err(err) => {
                     notes.push(Note::ListFailed {
@@ -696,6 +706,7 @@ impl McpSession {
             prompts,
             notes,
             tools_hash: hex::encode(hasher.finalize()),
+            tools_ttl_ms,
         })
     }
 

@@ -154,7 +154,7 @@ async fn browser_a_page_to_open_is_opened_only_by_the_persons_click() {
     browser.screenshot("link-card-phone").await;
     // Nothing was opened by itself.
     let ours = browser.tab().await;
-    assert_eq!(browser.tabs().await, [ours.clone()]);
+    assert_eq!(browser.tabs().await, std::slice::from_ref(&ours));
 
     browser.click(".card.question.link a.open").await;
     let waiting = browser.wait_text(".card.question.link.waiting", "waits for the page").await;

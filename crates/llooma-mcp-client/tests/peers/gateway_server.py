@@ -144,9 +144,12 @@ async def add_tool(name: str, ctx: Context) -> str:
 
 
 @server.tool(name="gateway-remove_tool", description="Removes a tool and announces the change.")
-async def remove_tool(name: str, ctx: Context) -> str:
+async def remove_tool(name: str, ctx: Context, announce: bool = True) -> str:
+    # announce=False: a gateway that changes its catalogue without a word (clients learn of
+    # it when the list's freshness, ttlMs, runs out).
     server.remove_tool(name)
-    await ctx.notify_tools_changed()
+    if announce:
+        await ctx.notify_tools_changed()
     return f"removed {name}"
 
 
