@@ -832,6 +832,7 @@ impl App {
                 group: candidate.group.clone(),
                 description: def.description.clone().unwrap_or_default(),
                 input_schema: def.input_schema.clone(),
+                output_schema: def.output_schema.clone(),
                 definition_hash: def.hash.clone(),
                 hints: llooma_types::ToolHints::new(def.title.as_deref(), def.annotations.as_ref()),
             });

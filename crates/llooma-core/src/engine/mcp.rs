@@ -43,6 +43,9 @@ pub struct McpTool {
     pub group: String,
     pub description: String,
     pub input_schema: Value,
+    /// The `outputSchema` the tool declares, if any: its structured results are checked
+    /// against it.
+    pub output_schema: Option<Value>,
     /// The catalogued definition's hash: what consent and the card are tied to.
     pub definition_hash: String,
     /// What the server says of the tool (title and hints), shown on the card: its claims,
@@ -615,6 +618,19 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 },
             }
         };
+        let unfit =
+            result.as_ref().ok().and_then(|r| r.check_output(tool.output_schema.as_ref()).err());
+        if let Some(why) = unfit {
+            let failed = Step {
+                error: Some(format!("{}: {why}; the result was not used", tool.server_label)),
+                ..step(StepState::Failed, Some(&approved.id))
+            };
+            sink.event(TurnEvent::step(failed)).await?;
+            return Ok(format!(
+                "The call to {} on the server {} returned a result that was not used: {why}.",
+                tool.model_name, tool.server_label
+            ));
+        }
         match result {
             Ok(result) => {
                 let wrapped = guard

@@ -336,3 +336,21 @@ async fn a_request_for_a_completion_reaches_the_person_and_only_their_answer_goe
         assert!(said.contains("User rejected sampling request"), "{said}");
     }
 }
+
+#[tokio::test]
+async fn a_structured_result_matches_the_schema_its_tool_declares() {
+    let Some(peer) = start_everything() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let tools = session.list_tools().await.unwrap();
+    let tool = tools.tools.iter().find(|t| t.name == "get-structured-content").unwrap();
+    let schema = tool.output_schema.clone().expect("the tool declares an output schema");
+    let result =
+        session.call_tool("get-structured-content", json!({"location": "Chicago"})).await.unwrap();
+    assert_eq!(result.check_output(Some(&schema)), Ok(()));
+    // The same result with a value of the wrong kind would not be used.
+    let mut wrong = result.clone();
+    wrong.structured_content.as_mut().unwrap()["humidity"] = json!("high");
+    let why = wrong.check_output(Some(&schema)).unwrap_err();
+    assert!(why.contains("humidity"), "{why}");
+}
