@@ -472,3 +472,49 @@ async fn a_servers_request_for_a_completion_is_run_by_the_persons_model_only_as_
     assert_eq!(bodies.len(), 5, "the model was asked for the declined request");
     assert!(bodies[4].to_string().contains("User rejected sampling request"), "{}", bodies[4]);
 }
+
+#[tokio::test]
+async fn a_results_images_and_words_for_the_person_are_shown_and_kept_from_the_model() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let annotated = w.model_name("get-annotated-message");
+    let links = w.model_name("get-resource-links");
+    w.model.push(Reply::tool_call(
+        &annotated,
+        json!({"messageType": "success", "includeImage": true}),
+    ));
+    w.model.push(Reply::tool_call(&links, json!({"count": 2})));
+    w.model.push(Reply::text("Shown."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let id = w.id.clone();
+    w.tab
+        .post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "show me"}))
+        .await;
+    for _ in 0..2 {
+        let card = next_card(&mut cards).await;
+        assert_eq!(w.answer(&card, json!({"choice": "allow"})).await.status, 200);
+    }
+    let (_, steps) = read_turn(&mut events).await;
+    let called: Vec<&Value> = steps.iter().filter(|s| s["state"] == "allowed").collect();
+    // The server marked its words and its image for the person: shown, not sent.
+    let shown = &called[0]["shown"];
+    assert_eq!(shown[0], json!({"kind": "text", "text": "Operation completed successfully"}));
+    assert_eq!(shown[1]["kind"], "image");
+    assert_eq!(shown[1]["mimeType"], "image/png");
+    assert_eq!(shown[1]["forModel"], false);
+    let image = shown[1]["data"].as_str().unwrap().to_owned();
+    let read = w.model.chat_bodies()[1].to_string();
+    assert!(!read.contains("Operation completed successfully"), "{read}");
+    assert!(!read.contains(&image[..40]), "the image went to the model");
+    assert!(read.contains("showed the person 2 item(s)"), "{read}");
+    // Links to the server's resources are listed by name.
+    let listed = called[1]["shown"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.iter().all(|p| p["kind"] == "named" && p["what"] == "link"), "{listed:?}");
+    assert!(listed[0]["uri"].as_str().unwrap().starts_with("demo://resource/"), "{listed:?}");
+    // After a reload the timeline still has them.
+    let page = w.tab.get(&format!("/api/v1/conversations/{id}")).await.json.to_string();
+    assert!(page.contains(&image[..40]) && page.contains("Operation completed successfully"));
+}

@@ -356,6 +356,20 @@ pub struct ToolResult {
     pub structured_content: Option<Value>,
     /// Whether anything was cut or left out to stay within the result limit.
     pub truncated: bool,
+    /// Items the server marked for the person only (`annotations.audience: ["user"]`): shown
+    /// to them, never sent to a model. [`ToolResult::content`] holds the rest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub for_person: Vec<ContentItem>,
+}
+
+/// Whether a content item is marked for the person only (its audience names the user and not
+/// the assistant). An item with no audience is for both.
+pub(crate) fn for_person_only(raw: &Value) -> bool {
+    let Some(audience) = raw.pointer("/annotations/audience").and_then(Value::as_array) else {
+        return false;
+    };
+    let names = |who: &str| audience.iter().any(|a| a.as_str() == Some(who));
+    names("user") && !names("assistant")
 }
 
 /// The contents of a resource that was read, limits applied.
@@ -658,6 +672,12 @@ impl ToolResult {
         {
             parts.push(structured.to_string());
         }
+        if !self.for_person.is_empty() {
+            parts.push(format!(
+                "[the server also showed the person {} item(s) meant for them only]",
+                self.for_person.len()
+            ));
+        }
         parts.join("\n")
     }
 }
@@ -701,6 +721,7 @@ mod output_tests {
             is_error: false,
             structured_content: structured,
             truncated: false,
+            for_person: Vec::new(),
         }
     }
 

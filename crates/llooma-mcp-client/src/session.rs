@@ -920,11 +920,16 @@ impl McpSession {
     fn tool_result(&self, raw: &Value) -> ToolResult {
         let limit = self.config.limits.max_result_bytes;
         let mut budget = Budget::new(limit);
-        let mut content: Vec<ContentItem> = raw
-            .get("content")
-            .and_then(Value::as_array)
-            .map(|items| items.iter().filter_map(|item| budget.content(item)).collect())
-            .unwrap_or_default();
+        let mut content: Vec<ContentItem> = Vec::new();
+        let mut for_person: Vec<ContentItem> = Vec::new();
+        for item in raw.get("content").and_then(Value::as_array).into_iter().flatten() {
+            let Some(kept) = budget.content(item) else { continue };
+            if crate::model::for_person_only(item) {
+                for_person.push(kept);
+            } else {
+                content.push(kept);
+            }
+        }
         let structured_content =
             raw.get("structuredContent").filter(|v| !v.is_null()).and_then(|v| {
                 let len = v.to_string().len();
@@ -944,6 +949,7 @@ impl McpSession {
             is_error: raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
             structured_content,
             truncated: budget.cut,
+            for_person,
         }
     }
 

@@ -419,6 +419,11 @@ pub struct Step {
     /// not go on without, `done` once the page is done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<String>,
+    /// On an MCP call that was made: what of its result is shown to the person beside the
+    /// model's reading of it (images, what the server marked for the person only, links to its
+    /// resources). Bounded: see [`ShownPart`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shown: Vec<ShownPart>,
     /// On a server's request for a completion (sampling): the model that would answer it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampled: Option<String>,
@@ -843,4 +848,47 @@ mod tests {
             assert_eq!(TurnEvent::decode(encoded.kind, &encoded.data_json).unwrap(), event);
         }
     }
+}
+
+/// Part of an MCP call's result shown to the person in its step. Every word is the server's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ShownPart {
+    /// Text the server marked for the person only: shown, never sent to the model.
+    Text { text: String },
+    /// An image (PNG, JPEG, GIF or WebP only; base64 of at most [`ShownPart::MAX_IMAGE_BYTES`]).
+    #[serde(rename_all = "camelCase")]
+    Image {
+        mime_type: String,
+        data: String,
+        /// Whether the model was told of it too (false: marked for the person only).
+        for_model: bool,
+    },
+    /// Something shown only by name: a link to one of the server's resources, an embedded
+    /// resource, audio, an image too large or of another kind.
+    #[serde(rename_all = "camelCase")]
+    Named {
+        /// `link`, `resource`, `audio` or `image`.
+        what: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        uri: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+}
+
+impl ShownPart {
+    /// The largest image shown, in base64 bytes (the step is kept in the conversation's log).
+    pub const MAX_IMAGE_BYTES: usize = 512 * 1024;
+    /// The most images one step shows.
+    pub const MAX_IMAGES: usize = 4;
+    /// The most parts one step shows.
+    pub const MAX_PARTS: usize = 20;
+    /// The longest text shown, in characters.
+    pub const MAX_TEXT_CHARS: usize = 4000;
+    /// The image types shown as images.
+    pub const IMAGE_TYPES: [&'static str; 4] =
+        ["image/png", "image/jpeg", "image/gif", "image/webp"];
 }

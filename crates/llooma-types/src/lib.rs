@@ -9,8 +9,8 @@ pub mod question;
 
 pub use events::{
     ApprovalShown, Attached, CallProgress, ChoicesShown, Delta, EncodedEvent, EndState, Reply,
-    ReplyPart, RequestWeighed, Step, StepState, TurnEnded, TurnEvent, TurnFailure, TurnStarted,
-    UnknownEvent,
+    ReplyPart, RequestWeighed, ShownPart, Step, StepState, TurnEnded, TurnEvent, TurnFailure,
+    TurnStarted, UnknownEvent,
 };
 use serde::{Deserialize, Serialize};
 

@@ -5,6 +5,7 @@ use std::rc::Rc;
 
 use leptos::either::{Either, EitherOf3, EitherOf4};
 use leptos::prelude::*;
+use llooma_types::ShownPart;
 use llooma_types::{
     ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, FileView,
     PersonaView, ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent, TurnStarted,
@@ -903,17 +904,58 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
         " — "
         <span class="what">{what}</span>
     };
+    let shown = (!step.shown.is_empty()).then(|| shown_view(&step.shown, &text(&step.server)));
     match step.output.clone() {
-        // What the server returned, as the model read it (wrapped and labelled as its text).
+        // What the server returned, as the model read it (wrapped and labelled as its text),
+        // then what of it is for the person's eyes.
         Some(output) => EitherOf4::B(view! {
             <details class=format!("step mcp {state}") data-state=state>
                 <summary>{summary}</summary>
                 <pre class="output">{output}</pre>
             </details>
+            {shown}
         }),
         None => EitherOf4::C(
             view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> },
         ),
+    }
+}
+
+/// What a call's result shows the person: its images, what the server marked for them only,
+/// and the rest by name. All of it is the server's, and says so.
+fn shown_view(parts: &[ShownPart], server: &str) -> impl IntoView + use<> {
+    let items = parts
+        .iter()
+        .cloned()
+        .map(|part| match part {
+            ShownPart::Text { text } => EitherOf3::A(view! {
+                <p class="shown-text">{text}</p>
+            }),
+            ShownPart::Image { mime_type, data, for_model } => {
+                let alt = if for_model { "An image in the result" } else { "An image for you only" };
+                EitherOf3::B(view! {
+                    <img class="shown-image" src=format!("data:{mime_type};base64,{data}") alt=alt />
+                })
+            }
+            ShownPart::Named { what, uri, name, mime_type } => {
+                let label = match what.as_str() {
+                    "link" => "Link to a resource",
+                    "resource" => "Resource",
+                    "audio" => "Audio",
+                    _ => "Image not shown",
+                };
+                let detail = [name, uri, mime_type].into_iter().flatten().collect::<Vec<_>>();
+                EitherOf3::C(view! {
+                    <p class="shown-named">{label} ": " <code>{detail.join(" · ")}</code></p>
+                })
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="step-shown">
+            <p class="shown-from">{format!("From {server}:")}</p>
+            {items}
+        </div>
     }
 }
 

@@ -13,8 +13,8 @@ use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
 use llooma_mcp_client::{
-    Asked, CallNews, Completion, CompletionRequest, LinkThen, McpClient, Progress, QuestionAnswer,
-    ServerQuestion,
+    Asked, CallNews, Completion, CompletionRequest, ContentItem, LinkThen, McpClient, Progress,
+    QuestionAnswer, ServerQuestion, ToolResult,
 };
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_net::{Allowance, Decision, OutboundPolicy, Purpose, Url};
@@ -23,7 +23,9 @@ use llooma_providers::{
     ToolDefinition, ToolsSize,
 };
 use llooma_types::question::{QuestionForm, SamplingLine, SamplingView};
-use llooma_types::{ApprovalCardView, ApprovalShown, CallProgress, Step, StepState, TurnEvent};
+use llooma_types::{
+    ApprovalCardView, ApprovalShown, CallProgress, ShownPart, Step, StepState, TurnEvent,
+};
 use llooma_vault::Secret;
 use serde_json::{Value, json};
 
@@ -644,6 +646,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 let allowed = Step {
                     is_error: Some(result.is_error),
                     output: Some(wrapped.clone()),
+                    shown: shown_parts(&result),
                     ..step(StepState::Allowed, Some(&approved.id))
                 };
                 sink.event(TurnEvent::step(allowed)).await?;
@@ -955,6 +958,60 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         let _ = reply.send(answer);
         Ok(())
     }
+}
+
+/// What of a call's result the person sees beside the model's reading of it: images (raster,
+/// bounded), what the server marked for the person only, and the rest of what is not text by
+/// name. Every part stays the server's words; the page shows them as such.
+fn shown_parts(result: &ToolResult) -> Vec<ShownPart> {
+    let mut parts = Vec::new();
+    let mut images = 0;
+    let items = result.content.iter().map(|i| (i, true));
+    let for_person = result.for_person.iter().map(|i| (i, false));
+    for (item, for_model) in items.chain(for_person) {
+        if parts.len() >= ShownPart::MAX_PARTS {
+            break;
+        }
+        let named = |what: &str, uri: Option<&str>, name: Option<&str>, mime: Option<&str>| {
+            ShownPart::Named {
+                what: what.to_owned(),
+                uri: uri.map(|u| u.chars().take(2048).collect()),
+                name: name.map(|n| n.chars().take(200).collect()),
+                mime_type: mime.map(|m| m.chars().take(100).collect()),
+            }
+        };
+        let part = match item {
+            ContentItem::Text { text } if !for_model => {
+                ShownPart::Text { text: text.chars().take(ShownPart::MAX_TEXT_CHARS).collect() }
+            }
+            // Text for the model is in the step's output already.
+            ContentItem::Text { .. } | ContentItem::Unknown { .. } => continue,
+            ContentItem::Image { data, mime_type } => {
+                let raster = ShownPart::IMAGE_TYPES.contains(&mime_type.as_str());
+                let base64 = data.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+                if raster
+                    && base64
+                    && data.len() <= ShownPart::MAX_IMAGE_BYTES
+                    && images < ShownPart::MAX_IMAGES
+                {
+                    images += 1;
+                    ShownPart::Image { mime_type: mime_type.clone(), data: data.clone(), for_model }
+                } else {
+                    named("image", None, None, Some(mime_type))
+                }
+            }
+            ContentItem::Audio { mime_type, .. } => named("audio", None, None, Some(mime_type)),
+            ContentItem::Resource { uri, mime_type, .. } => {
+                named("resource", Some(uri), None, mime_type.as_deref())
+            }
+            ContentItem::ResourceLink { uri, name, mime_type, .. } => {
+                named("link", Some(uri), name.as_deref(), mime_type.as_deref())
+            }
+            _ => continue,
+        };
+        parts.push(part);
+    }
+    parts
 }
 
 /// The timeline's word for what was done with a question.
