@@ -263,3 +263,43 @@ async fn browser_a_servers_request_for_the_model_is_seen_changed_and_its_answer_
     assert!(bodies[1].to_string().contains("Name a dark colour."), "{}", bodies[1]);
     assert!(bodies[2].to_string().contains("Dark teal."), "{}", bodies[2]);
 }
+
+/// What a call's result shows the person, on a phone: the server's image and the words it meant
+/// for the person, under the call's step, live and after a reload.
+#[tokio::test]
+async fn browser_a_results_image_and_words_for_the_person_show_under_its_step() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "show").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let tool = crate::conversations::model_name_in(added, "get-annotated-message");
+    model.push(Reply::tool_call(&tool, json!({"messageType": "success", "includeImage": true})));
+    model.push(Reply::text("Done."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "show the status").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "success").await;
+    browser.click(".card.approval button.allow").await;
+    browser.wait_text(".timeline", "Done.").await;
+    for reloaded in [false, true] {
+        if reloaded {
+            browser.reload().await;
+            browser.wait_live().await;
+        }
+        let shown = browser.wait_text(".step-shown", "Operation completed successfully").await;
+        assert!(shown.contains("From show:"), "{shown}");
+        // The image is drawn, not only present.
+        let drawn = browser
+            .script("const i = document.querySelector('.step-shown img'); return i && i.complete && i.naturalWidth > 0")
+            .await;
+        assert_eq!(drawn, json!(true), "reloaded: {reloaded}");
+    }
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the step does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.screenshot("result-shown-phone").await;
+}
