@@ -74,21 +74,10 @@ impl QuestionForm {
     /// the person may change before the model reads it.
     pub fn for_sampling(view: SamplingView) -> QuestionForm {
         let last = view.messages.last().map(|m| m.text.clone()).unwrap_or_default();
+        let field = sampling_field("message", "The last message, as your model will read it", last);
         QuestionForm {
             message: String::new(),
-            fields: vec![FormField {
-                name: "message".to_owned(),
-                title: Some("The last message, as your model will read it".to_owned()),
-                description: None,
-                required: true,
-                kind: FieldKind::Text {
-                    format: None,
-                    min_length: Some(1),
-                    max_length: Some(MAX_SAMPLING_TEXT_CHARS),
-                    default: Some(last),
-                    multiline: true,
-                },
-            }],
+            fields: vec![field],
             link: None,
             sampling: Some(view),
         }
@@ -98,21 +87,10 @@ impl QuestionForm {
     /// back to the server.
     pub fn for_sampled_answer(mut view: SamplingView, answer: String) -> QuestionForm {
         view.answer = Some(answer.clone());
+        let field = sampling_field("answer", "What goes back to the server", answer);
         QuestionForm {
             message: String::new(),
-            fields: vec![FormField {
-                name: "answer".to_owned(),
-                title: Some("What goes back to the server".to_owned()),
-                description: None,
-                required: true,
-                kind: FieldKind::Text {
-                    format: None,
-                    min_length: Some(1),
-                    max_length: Some(MAX_SAMPLING_TEXT_CHARS),
-                    default: Some(answer),
-                    multiline: true,
-                },
-            }],
+            fields: vec![field],
             link: None,
             sampling: Some(view),
         }
@@ -178,6 +156,23 @@ impl QuestionForm {
             link.waiting = true;
         }
         self
+    }
+}
+
+/// The one field of a completion card: several lines the person may change, `text` to start.
+fn sampling_field(name: &str, title: &str, text: String) -> FormField {
+    FormField {
+        name: name.to_owned(),
+        title: Some(title.to_owned()),
+        description: None,
+        required: true,
+        kind: FieldKind::Text {
+            format: None,
+            min_length: Some(1),
+            max_length: Some(MAX_SAMPLING_TEXT_CHARS),
+            default: Some(text),
+            multiline: true,
+        },
     }
 }
 

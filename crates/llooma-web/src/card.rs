@@ -45,3 +45,17 @@ pub fn countdown(
         }
     }
 }
+
+/// One of a card's answer buttons, disabled while an answer is on its way.
+pub fn answer_button(
+    class: &'static str,
+    label: &'static str,
+    busy: RwSignal<bool>,
+    answer: impl Fn() + 'static,
+) -> impl IntoView {
+    view! {
+        <button class=class type="button" disabled=move || busy.get() on:click=move |_| answer()>
+            {label}
+        </button>
+    }
+}

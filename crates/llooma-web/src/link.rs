@@ -12,7 +12,7 @@ use llooma_types::ApprovalCardView;
 use llooma_types::question::QuestionLink;
 use serde_json::json;
 
-use crate::card::{countdown, send_answer};
+use crate::card::{answer_button, countdown, send_answer};
 
 /// The card of a page to open (or, `link.waiting`, of a page opened and not yet done).
 #[component]
@@ -47,22 +47,8 @@ pub fn LinkCard(
     let (first, second) = (answer.clone(), answer);
     let actions = if link.waiting {
         view! {
-            <button
-                class="primary done"
-                type="button"
-                disabled=move || busy.get()
-                on:click=move |_| first("accept")
-            >
-                "Done"
-            </button>
-            <button
-                class="cancel"
-                type="button"
-                disabled=move || busy.get()
-                on:click=move |_| second("cancel")
-            >
-                "Cancel"
-            </button>
+            {answer_button("primary done", "Done", busy, move || first("accept"))}
+            {answer_button("cancel", "Cancel", busy, move || second("cancel"))}
         }
         .into_any()
     } else {
@@ -85,22 +71,8 @@ pub fn LinkCard(
                         </a>
                     }
                 })}
-            <button
-                class="decline"
-                type="button"
-                disabled=move || busy.get()
-                on:click=move |_| decline("decline")
-            >
-                "Decline"
-            </button>
-            <button
-                class="cancel"
-                type="button"
-                disabled=move || busy.get()
-                on:click=move |_| cancel("cancel")
-            >
-                "Cancel"
-            </button>
+            {answer_button("decline", "Decline", busy, move || decline("decline"))}
+            {answer_button("cancel", "Cancel", busy, move || cancel("cancel"))}
         }
         .into_any()
     };

@@ -8,7 +8,7 @@ use llooma_types::ApprovalCardView;
 use llooma_types::question::{FieldKind, FormField, QuestionForm, SamplingView, TextFormat};
 use serde_json::{Map, Number, Value, json};
 
-use crate::card::{countdown, send_answer};
+use crate::card::{answer_button, countdown, send_answer};
 
 /// The card of a question.
 #[component]
@@ -104,30 +104,9 @@ pub fn QuestionCard(
             <p class="hint-note">{hint}</p>
             <p class="countdown">{countdown}</p>
             <div class="actions">
-                <button
-                    class="primary accept"
-                    type="button"
-                    disabled=move || busy.get()
-                    on:click=move |_| accept("accept")
-                >
-                    "Accept"
-                </button>
-                <button
-                    class="decline"
-                    type="button"
-                    disabled=move || busy.get()
-                    on:click=move |_| decline("decline")
-                >
-                    "Decline"
-                </button>
-                <button
-                    class="cancel"
-                    type="button"
-                    disabled=move || busy.get()
-                    on:click=move |_| cancel("cancel")
-                >
-                    "Cancel"
-                </button>
+                {answer_button("primary accept", "Accept", busy, move || accept("accept"))}
+                {answer_button("decline", "Decline", busy, move || decline("decline"))}
+                {answer_button("cancel", "Cancel", busy, move || cancel("cancel"))}
             </div>
             <p class="error" role="alert">{move || error.get()}</p>
         </article>
