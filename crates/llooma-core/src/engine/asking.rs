@@ -70,7 +70,8 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 let (host, refused) = link_verdict(self.outbound, url);
                 Ok(QuestionForm::for_link(&message, url, host, refused))
             }
-            Asked::Completion(_) => unreachable!("put to the person above"),
+            // Put to the person on cards of its own above; never a form.
+            Asked::Completion(_) => Err("a request for a completion is not a form".to_owned()),
         };
         let form = match form {
             Ok(form) => form,
