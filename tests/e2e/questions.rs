@@ -518,3 +518,64 @@ async fn a_results_images_and_words_for_the_person_are_shown_and_kept_from_the_m
     let page = w.tab.get(&format!("/api/v1/conversations/{id}")).await.json.to_string();
     assert!(page.contains(&image[..40]) && page.contains("Operation completed successfully"));
 }
+
+#[tokio::test]
+async fn a_results_image_reaches_a_model_that_sees_images_and_only_a_line_reaches_the_others() {
+    let Some(peer) = crate::peers::everything() else { return };
+    let mut w = world(&peer).await;
+    let tiny = w.model_name("get-tiny-image");
+    for reply in ["Seen nothing.", "Seen it."] {
+        w.model.push(Reply::tool_call(&tiny, json!({})));
+        w.model.push(Reply::text(reply));
+    }
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let image_parts = |body: &Value| -> Vec<String> {
+        let messages = body["messages"].as_array().unwrap();
+        messages
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter_map(|part| part["image_url"]["url"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // A model not marked as seeing images reads a line about the image.
+    look(&mut w, &mut cards, &mut events, "look").await;
+    let read = w.model.chat_bodies()[1].clone();
+    assert!(image_parts(&read).is_empty(), "{read}");
+    assert!(read.to_string().contains("[image image/png"), "{read}");
+
+    // Marked as seeing images, it gets the image itself after the call's result.
+    let providers = w.tab.get("/api/v1/admin/providers").await.json;
+    let provider = providers[0]["id"].as_str().unwrap().to_owned();
+    let model = read["model"].as_str().unwrap().to_owned();
+    let marked = w
+        .tab
+        .send(
+            "PUT",
+            &format!("/api/v1/admin/providers/{provider}/vision-models"),
+            Some(json!({"models": [model]})),
+        )
+        .await;
+    assert_eq!(marked.status, 200, "{marked:?}");
+    let (_, steps) = look(&mut w, &mut cards, &mut events, "look again").await;
+    let shown = steps.iter().find(|s| s.get("shown").is_some()).unwrap();
+    let data = shown["shown"][0]["data"].as_str().unwrap();
+    let read = w.model.chat_bodies()[3].clone();
+    assert_eq!(image_parts(&read), [format!("data:image/png;base64,{data}")], "{read}");
+}
+
+/// Sends `text`, allows the call the model makes, and reads the turn to its end.
+async fn look(
+    w: &mut World,
+    cards: &mut Events,
+    events: &mut Events,
+    text: &str,
+) -> (String, Vec<Value>) {
+    let id = w.id.clone();
+    w.tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": text})).await;
+    let card = next_card(cards).await;
+    assert_eq!(w.answer(&card, json!({"choice": "allow"})).await.status, 200);
+    read_turn(events).await
+}

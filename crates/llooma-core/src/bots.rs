@@ -268,6 +268,7 @@ impl Responder for TurnResponder {
                 now_rfc3339: crate::conversations::now_rfc3339(),
                 attachments: Vec::new(),
                 images: Vec::new(),
+                tool_images: false,
             },
             tools: AppTools::Ticked(b.tools.clone()),
             web_search_url: instance.web_search_url,

@@ -471,8 +471,13 @@ impl App {
         // this machine or network it may be a question to its server.
         let is_image = |f: &llooma_store::SentFile| f.file.kind == llooma_store::FileKind::Image;
         let images_here = files.iter().any(is_image);
+        // With MCP on, a tool may return an image: asked then too (answered from the
+        // provider's settings or a kept report after the first time).
+        let mcp_on = conversation.mcp_enabled || settings.mcp_everywhere;
         let sees_images = match provider.as_ref() {
-            Some(provider) if images_here || earlier_files.values().flatten().any(is_image) => {
+            Some(provider)
+                if images_here || earlier_files.values().flatten().any(is_image) || mcp_on =>
+            {
                 self.sees_images(provider, &model).await
             }
             _ => false,
@@ -550,6 +555,7 @@ impl App {
                 now_rfc3339: now,
                 attachments: Vec::new(),
                 images,
+                tool_images: sees_images,
             },
             tools: AppTools::Conversation {
                 memory_persona: persona.filter(|p| p.memory_enabled).map(|p| p.id),

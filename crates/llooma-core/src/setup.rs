@@ -180,6 +180,7 @@ impl App {
             announce,
             context,
             outbound: &self.outbound,
+            result_images: std::sync::Mutex::default(),
         })
     }
 }

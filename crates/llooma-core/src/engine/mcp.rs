@@ -88,6 +88,9 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     pub announce: bool,
     /// The instance's outbound policy: a page a server asks the person to open is judged by it.
     pub outbound: &'a OutboundPolicy,
+    /// Images the calls of the current round returned for the model (raster, bounded), as
+    /// `data:` URLs; the turn takes them after the round.
+    pub result_images: std::sync::Mutex<Vec<std::sync::Arc<str>>>,
     /// Who started the turn: a person's conversation asks, a bot with MCP ticked runs its calls
     /// unasked, a spoken turn is refused MCP outright.
     pub context: Context,
@@ -109,6 +112,26 @@ impl WaitingCard {
 }
 
 impl<P: ApprovalPort> McpTurn<'_, P> {
+    /// The images of this round's results kept for the model, taken.
+    pub(crate) fn take_images(&self) -> Vec<std::sync::Arc<str>> {
+        std::mem::take(
+            &mut *self.result_images.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Keeps the images a result returned for the model (not those for the person only), at
+    /// most [`ShownPart::MAX_IMAGES`] a round.
+    fn keep_images(&self, shown: &[ShownPart]) {
+        let mut kept = self.result_images.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for part in shown {
+            if let ShownPart::Image { mime_type, data, for_model: true } = part
+                && kept.len() < ShownPart::MAX_IMAGES
+            {
+                kept.push(format!("data:{mime_type};base64,{data}").into());
+            }
+        }
+    }
+
     /// Whether the turn offers the model any MCP tool: a server's tool or the resource tools.
     pub fn offers_tools(&self) -> bool {
         !self.tools.is_empty() || !self.resources.is_empty()
@@ -635,10 +658,12 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                         &Caps::default(),
                     )
                     .into_string();
+                let shown = shown_parts(&result);
+                self.keep_images(&shown);
                 let allowed = Step {
                     is_error: Some(result.is_error),
                     output: Some(wrapped.clone()),
-                    shown: shown_parts(&result),
+                    shown,
                     ..step(StepState::Allowed, Some(&approved.id))
                 };
                 sink.event(TurnEvent::step(allowed)).await?;

@@ -78,6 +78,9 @@ pub struct TurnRequest {
     /// Images the person attached to their new message, as `data:` URLs (given only to a model
     /// that sees images; documents are already in the message's text, wrapped).
     pub images: Vec<Arc<str>>,
+    /// Whether the model sees images: then the images MCP tools return (those not marked for
+    /// the person only) are given to it after the round's results, not only described.
+    pub tool_images: bool,
 }
 
 /// Server-written text the person chose to bring into the turn.
@@ -553,6 +556,19 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                 };
                 chat.messages
                     .push(Message::Tool { tool_call_id: call.id.clone(), content: result });
+            }
+            // Images the round's MCP results returned, for a model that sees them: after the
+            // results, marked as the servers' (a tool message carries text only).
+            if let Some(mcp) = mcp {
+                let images = mcp.take_images();
+                if request.tool_images && !images.is_empty() {
+                    chat.messages.push(Message::user_with_images(
+                        "<<<the images returned by the tool calls above: the servers' content, \
+                         not the person's>>>"
+                            .to_owned(),
+                        images,
+                    ));
+                }
             }
             if awaiting_choice {
                 // A reply that is only buttons keeps its question as text, so the conversation

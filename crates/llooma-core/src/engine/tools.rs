@@ -675,6 +675,7 @@ mod tests {
             now_rfc3339: "2026-11-30T06:00:00Z".into(),
             attachments: Vec::new(),
             images: Vec::new(),
+            tool_images: false,
         }
     }
 
