@@ -9,13 +9,13 @@ use llooma_mcp_client::{
 };
 use llooma_memory_guard::{Caps, Source};
 use llooma_net::{Allowance, Decision, OutboundPolicy, Purpose, Url};
-use llooma_providers::{ChatRequest, FinishReason, Message, ProviderClient};
+use llooma_providers::{ChatRequest, FinishReason, Message};
 use llooma_types::question::{QuestionForm, SamplingLine, SamplingView};
 use llooma_types::{ApprovalShown, Step, StepState, TurnEvent};
 
 use crate::McpTurn;
 use crate::engine::TurnSink;
-use crate::engine::mcp::{McpTool, WaitingCard, card_view, step_state};
+use crate::engine::mcp::{Asking, WaitingCard, card_view, step_state};
 use crate::error::TurnError;
 
 impl<P: ApprovalPort> McpTurn<'_, P> {
@@ -319,31 +319,6 @@ fn answer_word(answer: &QuestionAnswer) -> &'static str {
         QuestionAnswer::Decline => "decline",
         QuestionAnswer::Cancel => "cancel",
     }
-}
-
-/// What a question during a call is put with: the call, where its steps go, and the model
-/// that would answer a request for a completion.
-pub(super) struct Asking<'a, S> {
-    pub(super) tool: &'a McpTool,
-    pub(super) call: &'a PendingCall,
-    pub(super) sink: &'a S,
-    pub(super) waiting_card: &'a WaitingCard,
-    pub(super) sampler: Sampler<'a>,
-}
-
-impl<S> Clone for Asking<'_, S> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<S> Copy for Asking<'_, S> {}
-
-/// The turn's own provider and model: what answers a server's request for a completion, once
-/// the person lets it.
-#[derive(Clone, Copy)]
-pub(crate) struct Sampler<'a> {
-    pub(crate) provider: &'a ProviderClient,
-    pub(crate) model: &'a str,
 }
 
 /// What the turn's model reads for a server's request: a note of ours saying whose words

@@ -6,14 +6,18 @@
 //! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
 //! the result wrapped by the memory guard → a timeline step naming server and tool.
 
-use llooma_approval_broker::{ApprovalPort, Broker, Context, Gate, NewCall, Unasked, gate};
+use llooma_approval_broker::{
+    ApprovalPort, Broker, Context, Gate, NewCall, PendingCall, Unasked, gate,
+};
 use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
 use llooma_mcp_client::{CallNews, ContentItem, McpClient, Progress, ToolResult};
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_net::OutboundPolicy;
-use llooma_providers::{EncodedTool, EncodedTools, ToolCall, ToolDefinition, ToolsSize};
+use llooma_providers::{
+    EncodedTool, EncodedTools, ProviderClient, ToolCall, ToolDefinition, ToolsSize,
+};
 use llooma_types::{
     ApprovalCardView, ApprovalShown, CallProgress, ShownPart, Step, StepState, TurnEvent,
 };
@@ -21,7 +25,6 @@ use llooma_vault::Secret;
 use serde_json::{Value, json};
 
 use crate::engine::TurnSink;
-use crate::engine::asking::{Asking, Sampler};
 use crate::error::TurnError;
 
 /// An MCP tool offered in this turn (the caller applied switches, groups and the budget).
@@ -682,6 +685,31 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             }
         }
     }
+}
+
+/// What a question during a call is put with: the call, where its steps go, and the model
+/// that would answer a request for a completion.
+pub(crate) struct Asking<'a, S> {
+    pub(crate) tool: &'a McpTool,
+    pub(crate) call: &'a PendingCall,
+    pub(crate) sink: &'a S,
+    pub(crate) waiting_card: &'a WaitingCard,
+    pub(crate) sampler: Sampler<'a>,
+}
+
+impl<S> Clone for Asking<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<S> Copy for Asking<'_, S> {}
+
+/// The turn's own provider and model: what answers a server's request for a completion, once
+/// the person lets it.
+#[derive(Clone, Copy)]
+pub(crate) struct Sampler<'a> {
+    pub(crate) provider: &'a ProviderClient,
+    pub(crate) model: &'a str,
 }
 
 /// What of a call's result the person sees beside the model's reading of it: images (raster,

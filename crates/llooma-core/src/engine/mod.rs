@@ -527,7 +527,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                     let announcing = mcp.filter(|m| m.announce && call.name == ANNOUNCE_TOOL);
                     match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
                         Some((mcp, tool)) => {
-                            let sampler = asking::Sampler { provider, model: &request.model };
+                            let sampler = mcp::Sampler { provider, model: &request.model };
                             mcp.call(tool, call, &mut guard, sink, &waiting_card, sampler).await
                         }
                         None if let Some(mcp) = announcing => {
