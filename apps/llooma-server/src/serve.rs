@@ -70,6 +70,7 @@ pub async fn serve(settings: Settings) -> anyhow::Result<()> {
     let connection_idle = Duration::from_secs(settings.outbound_idle_secs);
     let mcp_config = llooma_mcp_client::McpConfig {
         call_timeout: Duration::from_secs(settings.mcp_call_timeout_secs),
+        max_task_duration: Duration::from_secs(settings.mcp_task_max_secs),
         connection_idle_timeout: connection_idle,
         ..llooma_mcp_client::McpConfig::default()
     };

@@ -81,6 +81,9 @@ pub struct Settings {
     /// How long one MCP tool call may run without news from the server (progress reports extend
     /// it, up to ten minutes).
     pub mcp_call_timeout_secs: u64,
+    /// How long an MCP call the server runs as a long-running task may take in all before it
+    /// is cancelled.
+    pub mcp_task_max_secs: u64,
     /// How often MCP servers that report tool-list changes are (re)watched; 0 turns watching off.
     pub mcp_watch_secs: u64,
     /// How long an approval card waits for an answer before the call counts as refused.
@@ -136,6 +139,7 @@ impl Default for Settings {
             web_dir: None,
             mcp_catalogue_file: None,
             mcp_call_timeout_secs: 60,
+            mcp_task_max_secs: 600,
             approval_window_secs: 120,
             tool_list_min_fresh_secs: 60,
             bot_poll_secs: 5,
@@ -213,10 +217,11 @@ impl Settings {
         if let Some(v) = get("LLOOMA_LOG").or_else(|| get("RUST_LOG")) {
             self.log_filter = v;
         }
-        let numbers: [(&str, &mut u64); 21] = [
+        let numbers: [(&str, &mut u64); 22] = [
             ("LLOOMA_TOOL_LIST_MIN_FRESH_SECS", &mut self.tool_list_min_fresh_secs),
             ("LLOOMA_BOT_POLL_SECS", &mut self.bot_poll_secs),
             ("LLOOMA_MCP_CALL_TIMEOUT_SECS", &mut self.mcp_call_timeout_secs),
+            ("LLOOMA_MCP_TASK_MAX_SECS", &mut self.mcp_task_max_secs),
             ("LLOOMA_APPROVAL_WINDOW_SECS", &mut self.approval_window_secs),
             ("LLOOMA_MCP_WATCH_SECS", &mut self.mcp_watch_secs),
             ("LLOOMA_SESSION_IDLE_SECS", &mut self.session_idle_secs),
@@ -284,6 +289,9 @@ impl Settings {
         }
         if !(1..=600).contains(&self.mcp_call_timeout_secs) {
             bail!("mcp_call_timeout_secs must be between 1 and 600");
+        }
+        if !(1..=86_400).contains(&self.mcp_task_max_secs) {
+            bail!("LLOOMA_MCP_TASK_MAX_SECS must be between 1 and 86400 (ten minutes is 600)");
         }
         if self.login_max_failures_per_account == 0 || self.login_max_failures_per_address == 0 {
             bail!("login failure limits must be at least 1");

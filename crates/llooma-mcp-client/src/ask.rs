@@ -229,6 +229,38 @@ pub enum CallNews {
     /// The server says the page it asked to be opened is done
     /// (`notifications/elicitation/complete`), naming the question's elicitation id.
     LinkDone { elicitation_id: String },
+    /// The server runs the call as a long-running task, and this is where the task stands:
+    /// sent when it starts and whenever its status or the server's words about it change.
+    Task(TaskReport),
+}
+
+/// Where a server's long-running task stands while it runs, as the server says.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskReport {
+    /// The server's id for the task (its text, bounded).
+    pub task_id: String,
+    pub status: TaskState,
+    /// The server's words about it (its text, bounded to [`MAX_PROGRESS_MESSAGE_BYTES`]).
+    pub message: Option<String>,
+}
+
+/// A running task's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    /// At work.
+    Working,
+    /// Waiting for answers to its questions (each put to the person as any question is).
+    InputRequired,
+}
+
+impl TaskState {
+    /// The protocol's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Working => "working",
+            TaskState::InputRequired => "input_required",
+        }
+    }
 }
 
 /// A server's progress report on a running call. Its message is the server's text, bounded.

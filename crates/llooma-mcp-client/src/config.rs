@@ -19,6 +19,10 @@ pub struct McpConfig {
     pub call_timeout: Duration,
     /// The longest a `tools/call` may take however much progress it reports. Default 10 min.
     pub max_call_timeout: Duration,
+    /// The longest a call the server runs as a long-running task (the tasks extension) may
+    /// take, from the call to the task's end, however busy the server says it is. Default
+    /// 10 min. Past it the task is cancelled (`tasks/cancel`) and the call fails, saying so.
+    pub max_task_duration: Duration,
     /// How many times a broken event stream is reconnected before the request fails.
     /// Default 3 (rmcp's default retries forever).
     pub sse_max_retries: usize,
@@ -53,6 +57,7 @@ impl Default for McpConfig {
             request_timeout: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
             max_call_timeout: Duration::from_secs(600),
+            max_task_duration: Duration::from_secs(600),
             sse_max_retries: 3,
             max_concurrent_snapshots: 4,
             session_idle_timeout: Duration::from_secs(300),

@@ -142,6 +142,17 @@ pub enum McpError {
         /// Why, in words for the person.
         reason: String,
     },
+    /// The server ran the call as a long-running task (protocol 2026-07-28's tasks extension),
+    /// and the task ended without a result.
+    #[error("{operation} on the MCP server at {url} ran as a task that {how}")]
+    TaskEnded {
+        /// The URL (without query or fragment).
+        url: String,
+        /// The call the task ran.
+        operation: String,
+        /// How it ended, in words for the person, with what to do where something can be done.
+        how: String,
+    },
     /// The outbound HTTP client could not be built.
     #[error("could not set up the MCP client: {0}")]
     Setup(#[source] NetError),

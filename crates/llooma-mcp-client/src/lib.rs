@@ -36,7 +36,7 @@ pub use ask::{
     Asked, Asker, CallNews, Completion, CompletionRequest, LinkThen, MAX_LINK_BYTES,
     MAX_PROGRESS_MESSAGE_BYTES, MAX_QUESTION_MESSAGE_BYTES, MAX_QUESTION_SCHEMA_BYTES,
     MAX_SAMPLING_BYTES, MAX_SAMPLING_MESSAGES, MAX_SAMPLING_TOKENS, Progress, QuestionAnswer,
-    SampledMessage, ServerQuestion, with_defaults,
+    SampledMessage, ServerQuestion, TaskReport, TaskState, with_defaults,
 };
 pub use canonical::{canonical_json, definition_hash};
 pub use client::{McpClient, probe};

@@ -16,7 +16,8 @@ use rmcp::model::{
     Implementation, InputRequest, InputRequests, InputResponses, JsonObject, ListPromptsRequest,
     ListResourceTemplatesRequest, ListResourcesRequest, ListToolsRequest, PaginatedRequestParams,
     ProgressNotificationParam, ProtocolVersion, ReadResourceRequest, ReadResourceRequestParams,
-    RequestId, SamplingCapability, ServerResult, SubscriptionFilter, UrlElicitationCapability,
+    RequestId, SamplingCapability, ServerResult, SubscriptionFilter, TASKS_EXTENSION_ID,
+    UrlElicitationCapability,
 };
 // Sampling is deprecated upstream (SEP-2577) yet servers in use still ask for it: kept until
 // the protocol drops it.
@@ -74,6 +75,8 @@ use crate::model::{
     tool_from_json,
 };
 use crate::template;
+
+mod task;
 
 impl McpSession {
     /// Connects to the server at `url` (`shown` is it without credentials, for messages):
@@ -203,6 +206,10 @@ fn client_info() -> ClientConfig {
     // Requests for a completion are offered too (text only, no tools): each is put to the
     // person, who sees the request and the answer; a call with nobody to ask refuses them.
     capabilities.sampling = Some(SamplingCapability::default());
+    // A server may run a call as a long-running task (2026-07-28's tasks extension): it is
+    // followed until it ends, its questions put to the person like any other.
+    capabilities.extensions =
+        Some(BTreeMap::from([(TASKS_EXTENSION_ID.to_owned(), JsonObject::new())]));
     ClientConfig::new(capabilities, Implementation::new("llooma", env!("CARGO_PKG_VERSION")))
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
@@ -783,6 +790,10 @@ impl McpSession {
                     return Ok(self.tool_result(&raw));
                 }
                 ServerResult::InputRequiredResult(required) => required,
+                // Run as a long-running task: followed until it ends.
+                ServerResult::CreateTaskResult(created) => {
+                    return self.follow_task(created.task, &operation).await;
+                }
                 _ => {
                     return Err(protocol(
                         "the reply to tools/call is not a tool result".to_owned(),

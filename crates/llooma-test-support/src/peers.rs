@@ -108,3 +108,20 @@ pub fn gateway(token: Option<&str>) -> Option<Peer> {
         command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("starting python");
     Some(wait_for(child, port, "the Python gateway server"))
 }
+
+/// The Python `mcp` SDK server whose tools run as long-running tasks
+/// (`tests/peers/tasks_server.py` of llooma-mcp-client).
+pub fn tasks() -> Option<Peer> {
+    let python = peer_path("LLOOMA_PYTHON")?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../llooma-mcp-client/tests/peers/tasks_server.py");
+    let port = free_port();
+    let child = Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting python");
+    Some(wait_for(child, port, "the Python tasks server"))
+}

@@ -227,6 +227,10 @@ pub struct CallProgress {
     /// The server's words about it (its text, bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When the server runs the call as a long-running task: where the task stands,
+    /// `working` or `input_required` (waiting for an answer to one of its questions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -414,6 +418,10 @@ pub struct Step {
     pub progress: Option<serde_json::Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<serde_json::Number>,
+    /// A running MCP call the server runs as a long-running task: where the task stands
+    /// (`working`, `input_required`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     /// What the person did with a server's question: `accept`, `decline` or `cancel` (also
     /// when nobody answered in time, or the turn has nobody to ask); for a page the call could
     /// not go on without, `done` once the page is done.
@@ -590,6 +598,7 @@ impl Reply {
                     progress: progress.progress.clone(),
                     total: progress.total.clone(),
                     message: progress.message.clone(),
+                    task: progress.task.clone(),
                     ..Step::mcp_call(
                         progress.tool.clone(),
                         progress.server.clone(),
@@ -770,6 +779,7 @@ mod tests {
                 progress: progress.map(Into::into),
                 total: progress.map(|_| 6.into()),
                 message: None,
+                task: None,
             })
         };
         let mut reply = Reply::default();
@@ -836,6 +846,7 @@ mod tests {
                 progress: None,
                 total: None,
                 message: None,
+                task: None,
             }),
             TurnEvent::step(Step::app_tool("current_date", StepState::Done)),
             TurnEvent::error("x"),

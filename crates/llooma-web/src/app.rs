@@ -960,13 +960,19 @@ fn shown_view(parts: &[ShownPart], server: &str) -> impl IntoView + use<> {
 }
 
 /// A running call in words, with the server's progress when it reports some: "running: 3 of 6
-/// — indexing".
+/// — indexing", or where its task stands when the server runs it as one.
 fn running_words(step: &Step) -> String {
     let number = |n: &serde_json::Number| {
         let n = n.as_f64().unwrap_or_default();
         if n.fract() == 0.0 && n.abs() < 1e15 { format!("{}", n as i64) } else { format!("{n:.1}") }
     };
-    let mut words = "running".to_owned();
+    let mut words = match step.task.as_deref() {
+        // A task's question is its own card in the timeline; the step says why the call waits.
+        Some("input_required") => "running as a task on the server: waiting for an answer",
+        Some(_) => "running as a task on the server",
+        None => "running",
+    }
+    .to_owned();
     if let Some(progress) = &step.progress {
         words.push_str(": ");
         words.push_str(&number(progress));

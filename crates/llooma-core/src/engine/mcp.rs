@@ -12,7 +12,7 @@ use llooma_approval_broker::{
 use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
-use llooma_mcp_client::{CallNews, ContentItem, McpClient, Progress, ToolResult};
+use llooma_mcp_client::{CallNews, ContentItem, McpClient, Progress, TaskReport, ToolResult};
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_net::OutboundPolicy;
 use llooma_providers::{
@@ -603,7 +603,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         );
         // The call is out: the timeline says so (replacing the card's waiting step) until the
         // step that settles it, with the server's progress as it reports it.
-        let running = |report: Option<Progress>| {
+        let running = |report: Option<Progress>, task: Option<TaskReport>| {
             let report = report.map(progress_numbers);
             TurnEvent::Progress(CallProgress {
                 call_id: approved.id.clone(),
@@ -612,11 +612,13 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 server_tool: tool.tool_name.clone(),
                 progress: report.as_ref().and_then(|r| r.0.clone()),
                 total: report.as_ref().and_then(|r| r.1.clone()),
-                message: report.and_then(|r| r.2),
+                task: task.as_ref().map(|t| t.status.as_str().to_owned()),
+                message: report.and_then(|r| r.2).or_else(|| task.and_then(|t| t.message)),
             })
         };
-        sink.event(running(None)).await?;
+        sink.event(running(None, None)).await?;
         let mut progress = ProgressPace::default();
+        let mut task_state = None;
         let mut called = std::pin::pin!(called);
         let result = loop {
             tokio::select! {
@@ -632,7 +634,15 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     }
                     CallNews::Progress(report) => {
                         if progress.due() {
-                            sink.event(running(Some(report))).await?;
+                            sink.event(running(Some(report), None)).await?;
+                        }
+                    }
+                    CallNews::Task(report) => {
+                        // A change of status is always told; new words only at the pace of
+                        // progress reports.
+                        let changed = task_state.replace(report.status) != Some(report.status);
+                        if progress.due() || changed {
+                            sink.event(running(None, Some(report))).await?;
                         }
                     }
                 },

@@ -10,3 +10,4 @@ mod gateway;
 mod hostile;
 mod pool;
 mod support;
+mod tasks;

@@ -1,0 +1,233 @@
+//! Calls a server runs as long-running tasks (the `io.modelcontextprotocol/tasks` extension of
+//! protocol 2026-07-28): against a server built on the Python `mcp` SDK's extension mechanism,
+//! and against hostile servers.
+
+use std::time::Duration;
+
+use llooma_mcp_client::{CallNews, McpConfig, McpError, QuestionAnswer, TaskState};
+use serde_json::{Value, json};
+
+use crate::support::{Reply, client_for, handshake, hostile, quick_config};
+
+fn start_tasks() -> Option<llooma_test_support::peers::Peer> {
+    llooma_test_support::peers::tasks()
+}
+
+/// Everything the call told its asker, gathered until the call ends.
+async fn gather(mut news: tokio::sync::mpsc::Receiver<CallNews>) -> Vec<CallNews> {
+    let mut seen = Vec::new();
+    while let Some(item) = news.recv().await {
+        seen.push(item);
+    }
+    seen
+}
+
+/// The ids of the tasks the server saw cancelled, waiting a little for a cancellation sent as
+/// the call was left.
+async fn cancelled_on(session: &llooma_mcp_client::McpSession, want: usize) -> Vec<Value> {
+    for _ in 0..50 {
+        let listed = session.call_tool("cancelled_tasks", json!({})).await.unwrap();
+        let ids = listed.structured_content.as_ref().and_then(|s| s.get("result")).cloned();
+        let ids = ids.and_then(|v| v.as_array().cloned()).unwrap_or_default();
+        if ids.len() >= want {
+            return ids;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Vec::new()
+}
+
+#[tokio::test]
+async fn a_task_is_followed_to_its_result_and_its_stages_are_told() {
+    let Some(peer) = start_tasks() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let (asker, news) = tokio::sync::mpsc::channel::<CallNews>(16);
+    let told = tokio::spawn(gather(news));
+    let result = session
+        .call_tool_asking("report", json!({"topic": "tea", "steps": 3}), Some(asker))
+        .await
+        .unwrap();
+    assert_eq!(result.text_for_model(), "A report on tea in 3 stages.");
+    let told = told.await.unwrap();
+    let stages: Vec<String> = told
+        .iter()
+        .filter_map(|item| match item {
+            CallNews::Task(report) if report.status == TaskState::Working => report.message.clone(),
+            _ => None,
+        })
+        .collect();
+    assert!(stages.contains(&"Stage 2 of 3: reading about tea".to_owned()), "{stages:?}");
+    // Each change once, however often it was polled.
+    let mut unique = stages.clone();
+    unique.dedup();
+    assert_eq!(unique, stages);
+}
+
+#[tokio::test]
+async fn a_tasks_question_is_put_once_and_its_answer_sent_with_tasks_update() {
+    let Some(peer) = start_tasks() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let (asker, mut news) = tokio::sync::mpsc::channel::<CallNews>(16);
+    let person = tokio::spawn(async move {
+        let mut questions = Vec::new();
+        let mut waiting_seen = false;
+        while let Some(item) = news.recv().await {
+            match item {
+                CallNews::Question(question) => {
+                    // A person takes a moment: the server is polled meanwhile and asks again.
+                    tokio::time::sleep(Duration::from_millis(600)).await;
+                    questions.push(question.message.clone());
+                    let mut values = serde_json::Map::new();
+                    values.insert("meaning".into(), json!("snake"));
+                    let _ = question.reply.send(QuestionAnswer::Accept(values));
+                }
+                CallNews::Task(report) if report.status == TaskState::InputRequired => {
+                    waiting_seen = true;
+                }
+                _ => {}
+            }
+        }
+        (questions, waiting_seen)
+    });
+    let result =
+        session.call_tool_asking("clarify", json!({"topic": "python"}), Some(asker)).await.unwrap();
+    assert_eq!(result.text_for_model(), "python, meaning snake.");
+    let (questions, waiting_seen) = person.await.unwrap();
+    assert_eq!(questions, ["Which python do you mean?"]);
+    assert!(waiting_seen, "the task's wait for an answer was not told");
+
+    // Nobody to ask: the question is declined, which the server hears and carries on with.
+    let result = session.call_tool("clarify", json!({"topic": "rust"})).await.unwrap();
+    assert_eq!(result.text_for_model(), "rust: the question was answered with decline.");
+}
+
+#[tokio::test]
+async fn a_failed_task_ends_the_call_with_the_servers_error() {
+    let Some(peer) = start_tasks() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let err = session.call_tool("broken", json!({"topic": "maps"})).await.unwrap_err();
+    assert!(matches!(err, McpError::TaskEnded { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("ran as a task that failed: archive for maps unreachable (error -32603)"),
+        "{err}"
+    );
+    // The session carries on.
+    let ok = session.call_tool("report", json!({"topic": "ok", "steps": 1})).await.unwrap();
+    assert_eq!(ok.text_for_model(), "A report on ok in 1 stages.");
+}
+
+#[tokio::test]
+async fn a_task_left_by_its_caller_is_cancelled_on_the_server() {
+    let Some(peer) = start_tasks() else { return };
+    let client = client_for(peer.port, McpConfig::default());
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    // Stop in the middle: the call's future is dropped.
+    let left = tokio::time::timeout(
+        Duration::from_millis(1200),
+        session.call_tool("endless", json!({"topic": "stars"})),
+    )
+    .await;
+    assert!(left.is_err(), "the endless task ended by itself: {left:?}");
+    assert_eq!(cancelled_on(&session, 1).await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_task_past_the_longest_allowed_is_cancelled_and_the_call_says_so() {
+    let Some(peer) = start_tasks() else { return };
+    let config =
+        McpConfig { max_task_duration: Duration::from_millis(1500), ..McpConfig::default() };
+    let client = client_for(peer.port, config);
+    let session = client.connect(&peer.url(), None).await.unwrap();
+    let err = session.call_tool("endless", json!({"topic": "stars"})).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("was still running after 1.5 s"), "{text}");
+    assert!(text.contains("LLOOMA_MCP_TASK_MAX_SECS"), "{text}");
+    assert_eq!(cancelled_on(&session, 1).await.len(), 1);
+}
+
+fn handle(poll_ms: u64) -> Value {
+    json!({
+        "resultType": "task", "taskId": "t-1", "status": "working",
+        "createdAt": "2026-12-07T10:00:00Z", "lastUpdatedAt": "2026-12-07T10:00:00Z",
+        "ttlMs": null, "pollIntervalMs": poll_ms,
+    })
+}
+
+#[tokio::test]
+async fn a_server_cannot_make_the_client_poll_in_a_busy_loop() {
+    // It asks to be polled every 0 ms and never ends.
+    let server = hostile(|method, _| {
+        handshake(method).unwrap_or_else(|| match method {
+            "tools/call" => Reply::Result(handle(0)),
+            "tasks/get" => {
+                let mut task = handle(0);
+                task["resultType"] = json!("complete");
+                Reply::Result(task)
+            }
+            "tasks/cancel" => Reply::Result(json!({"resultType": "complete"})),
+            _ => Reply::Default,
+        })
+    })
+    .await;
+    let config = McpConfig { max_task_duration: Duration::from_secs(2), ..quick_config() };
+    let client = client_for(server.port(), config);
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let err = session.call_tool("busy", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("still running after 2 s"), "{err}");
+    let polls = server.count("tasks/get");
+    assert!((3..=9).contains(&polls), "{polls} polls in 2 s");
+    for _ in 0..50 {
+        if server.count("tasks/cancel") == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the task was not cancelled");
+}
+
+#[tokio::test]
+async fn a_task_the_server_forgot_or_garbled_ends_the_call_with_why() {
+    let server = hostile(|method, params| {
+        handshake(method).unwrap_or_else(|| match (method, params["name"].as_str()) {
+            ("tools/call", Some("forgets")) => Reply::Result(handle(10)),
+            ("tools/call", Some("garbles")) => {
+                let mut task = handle(10);
+                task["taskId"] = json!("t-2");
+                Reply::Result(task)
+            }
+            ("tools/call", _) => Reply::Result(json!({"resultType": "task", "taskId": "", "status": "working", "createdAt": "x", "lastUpdatedAt": "x", "ttlMs": null})),
+            ("tasks/get", _) if params["taskId"] == "t-1" => {
+                Reply::Error(-32602, "Failed to retrieve task: Task has expired")
+            }
+            // Completed, but without its result.
+            ("tasks/get", _) => Reply::Result(json!({
+                "resultType": "complete", "taskId": "t-2", "status": "completed",
+                "createdAt": "x", "lastUpdatedAt": "x", "ttlMs": null,
+            })),
+            _ => Reply::Default,
+        })
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let err = session.call_tool("forgets", json!({})).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the server no longer knows (Failed to retrieve task: Task has expired)"),
+        "{err}"
+    );
+    // Nothing to cancel: it is gone.
+    assert_eq!(server.count("tasks/cancel"), 0);
+
+    let err = client.connect(&server.url(), None).await.unwrap();
+    let err = err.call_tool("garbles", json!({})).await.unwrap_err();
+    assert!(matches!(err, McpError::Protocol { .. }), "{err:?}");
+
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let err = session.call_tool("no-id", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("whose id is empty"), "{err}");
+}
