@@ -1,6 +1,6 @@
 //! Real MCP servers no one here wrote, from the shared test tooling.
 
-pub use llooma_test_support::peers::{everything, gateway};
+pub use llooma_test_support::peers::{everything, gateway, tasks};
 
 /// An MCP client of our own that may reach `peer`, to change or inspect it behind Llooma's back.
 pub fn client_for(peer: &llooma_test_support::peers::Peer) -> llooma_mcp_client::McpClient {

@@ -579,3 +579,90 @@ async fn look(
     assert_eq!(w.answer(&card, json!({"choice": "allow"})).await.status, 200);
     read_turn(events).await
 }
+
+/// A call the server runs as a long-running task: where it stands is told live, its question is
+/// a card like any other, and its result settles the step.
+#[tokio::test]
+async fn a_call_run_as_a_task_tells_where_it_stands_and_asks_through_a_card() {
+    let Some(peer) = crate::peers::tasks() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("clarify");
+    w.model.push(Reply::tool_call(&tool, json!({"topic": "python"})));
+    w.model.push(Reply::text("It is about the snake."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let card = w.asked(&mut cards, "tell me about python").await;
+    assert_eq!(card["toolName"], "clarify");
+    assert_eq!(card["question"]["message"], "Which python do you mean?");
+    let answered =
+        w.answer(&card, json!({"choice": "accept", "content": {"meaning": "snake"}})).await;
+    assert_eq!(answered.status, 200, "{answered:?}");
+
+    let mut progress = Vec::new();
+    let settled = loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "progress" => progress.push(data),
+            "step" if data["state"] != "waiting" && data.get("question").is_none() => break data,
+            _ => {}
+        }
+    };
+    let told = |status: &str| progress.iter().filter(|p| p["task"] == status).count();
+    assert!(told("working") >= 1, "{progress:?}");
+    assert!(told("input_required") >= 1, "{progress:?}");
+    assert!(
+        progress
+            .iter()
+            .any(|p| p["task"] == "input_required" && p["message"] == "Waiting for your choice"),
+        "{progress:?}"
+    );
+    assert_eq!(settled["state"], "allowed", "{settled}");
+    assert!(settled["output"].as_str().unwrap().contains("python, meaning snake."), "{settled}");
+    let (text, _) = read_turn(&mut events).await;
+    assert_eq!(text, "It is about the snake.");
+}
+
+/// Stop while the server's task runs: the task is cancelled on the server too.
+#[tokio::test]
+async fn stop_during_a_task_cancels_it_on_the_server() {
+    let Some(peer) = crate::peers::tasks() else { return };
+    let mut w = world(&peer).await;
+    let tool = w.model_name("endless");
+    w.model.push(Reply::tool_call(&tool, json!({"topic": "stars"})));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let id = w.id.clone();
+    w.tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "go"})).await;
+    let card = next_card(&mut cards).await;
+    w.answer(&card, json!({"choice": "allow"})).await;
+    loop {
+        let (name, data) = events.next().await;
+        if name == "progress" && data["message"] == "Still digging into stars" {
+            break;
+        }
+    }
+    let stopped = w.tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
+    assert_eq!(stopped.status, 202, "{stopped:?}");
+    let end = loop {
+        let (name, data) = events.next().await;
+        if name == "end" {
+            break data;
+        }
+    };
+    assert_eq!(end["state"], "stopped");
+    // The server heard it: its own list of cancelled tasks, read behind Llooma's back.
+    let ours = crate::peers::client_for(&peer);
+    let session = ours.connect(&peer.url(), None).await.unwrap();
+    for _ in 0..50 {
+        let listed = session.call_tool("cancelled_tasks", json!({})).await.unwrap();
+        let ids = listed.structured_content.as_ref().and_then(|s| s["result"].as_array().cloned());
+        if let Some(ids) = ids.filter(|ids| !ids.is_empty()) {
+            assert_eq!(ids.len(), 1, "{ids:?}");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the server's task was not cancelled");
+}

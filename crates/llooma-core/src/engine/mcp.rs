@@ -618,7 +618,6 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         };
         sink.event(running(None, None)).await?;
         let mut progress = ProgressPace::default();
-        let mut task_state = None;
         let mut called = std::pin::pin!(called);
         let result = loop {
             tokio::select! {
@@ -638,12 +637,9 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                         }
                     }
                     CallNews::Task(report) => {
-                        // A change of status is always told; new words only at the pace of
-                        // progress reports.
-                        let changed = task_state.replace(report.status) != Some(report.status);
-                        if progress.due() || changed {
-                            sink.event(running(None, Some(report))).await?;
-                        }
+                        // Each is a change, at most two a second (the client polls no faster):
+                        // every one is told, or the step would keep stale words.
+                        sink.event(running(None, Some(report))).await?;
                     }
                 },
             }

@@ -27,8 +27,9 @@ use crate::error::{McpError, human};
 use crate::model::ToolResult;
 
 /// The quickest and slowest the task is polled, whatever the server asks: a server cannot make
-/// us poll it in a busy loop, nor keep a person waiting long after its task ended.
-const FASTEST_POLL: Duration = Duration::from_millis(250);
+/// us poll it in a busy loop, nor keep a person waiting long after its task ended. At most two
+/// polls a second also keeps what is told of the task at the pace of progress reports.
+const FASTEST_POLL: Duration = Duration::from_millis(500);
 const SLOWEST_POLL: Duration = Duration::from_secs(5);
 /// The pace when the server names none.
 const DEFAULT_POLL: Duration = Duration::from_secs(1);

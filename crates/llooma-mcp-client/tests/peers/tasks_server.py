@@ -70,7 +70,12 @@ def move(task: dict[str, Any], status: str, message: str | None = None) -> None:
 
 
 def text_result(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": False}
+    # The tools return text, so their output schema (the SDK's) wants it as `result` too.
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"result": text},
+        "isError": False,
+    }
 
 
 async def run(task: dict[str, Any], tool: str, arguments: dict[str, Any]) -> None:
