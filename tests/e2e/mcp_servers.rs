@@ -529,3 +529,80 @@ async fn one_turn(tab: &mut Tab, stream: &mut crate::support::Events, path: &str
     tab.post(&format!("{path}/messages"), json!({"content": text})).await;
     while stream.next().await.0 != "end" {}
 }
+
+/// Icons a server names are fetched by the instance (never with the server's token), served
+/// from it as pictures encoded anew, and only when they are raster images it may reach.
+#[tokio::test]
+async fn server_and_tool_icons_are_served_from_the_instance_and_only_safe_ones() {
+    let Some(peer) = peers::tasks() else { return };
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("MCP_ALLOWED_ORIGINS", &peer.origin())]);
+    let mut root = admin(&server).await;
+    let added = root
+        .post(
+            "/api/v1/mcp/servers",
+            json!({"label": "runner", "address": peer.url(), "token": "tok-never-for-icons"}),
+        )
+        .await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let icon_of = |tool: &str| {
+        let tools = added.json["tools"].as_array().unwrap();
+        tools.iter().find(|t| t["name"] == tool).unwrap()["icon"].as_str().map(str::to_owned)
+    };
+    let server_icon = added.json["server"]["icon"].as_str().unwrap().to_owned();
+    assert_eq!(server_icon, format!("/api/v1/mcp/servers/{id}/icon"));
+    // An SVG-only tool has none.
+    assert_eq!(icon_of("cancelled_tasks"), None);
+
+    // The server's icon: encoded anew from its pixels (an opaque one as a JPEG), its text chunk
+    // gone, safe to serve.
+    let (status, headers, bytes) = root.fetch(&server_icon).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "image/jpeg");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["content-security-policy"], "sandbox");
+    assert!(bytes.starts_with(b"\xff\xd8\xff"));
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(!text.contains("secret-metadata"), "the icon kept its metadata");
+    // Fetched once, and never with the server's token or the person's cookie.
+    let again = root.fetch(&server_icon).await;
+    assert_eq!(again.2, bytes);
+    let seen: Vec<Value> =
+        reqwest::get(format!("{}/icons/seen", peer.origin())).await.unwrap().json().await.unwrap();
+    let runner: Vec<&Value> = seen.iter().filter(|s| s["path"] == "/icons/runner.png").collect();
+    assert_eq!(runner.len(), 1, "{seen:?}");
+    for header in ["authorization", "cookie"] {
+        assert!(runner[0].get(header).is_none(), "{header} was sent: {seen:?}");
+    }
+
+    // An inline icon is served as well.
+    let (status, _, inline) = root.fetch(&icon_of("report").unwrap()).await;
+    assert_eq!(status, 200);
+    assert!(inline.starts_with(b"\xff\xd8\xff"));
+
+    // An SVG calling itself a PNG, a file too large, a private address: refused, with why.
+    for (tool, why) in [
+        ("clarify", "not a PNG, JPEG, GIF or WebP image"),
+        ("broken", "larger than 256 KiB"),
+        ("endless", "was not contacted"),
+    ] {
+        let path = icon_of(tool).unwrap();
+        let refused = root.get(&path).await;
+        assert_eq!(refused.status, 422, "{tool}: {refused:?}");
+        assert_eq!(refused.json["error"], "icon_unavailable");
+        let message = refused.json["message"].as_str().unwrap();
+        assert!(message.contains(why), "{tool}: {message}");
+    }
+    let seen: Vec<Value> =
+        reqwest::get(format!("{}/icons/seen", peer.origin())).await.unwrap().json().await.unwrap();
+    assert!(!seen.iter().any(|s| s["path"].as_str().unwrap().contains("meta-data")));
+
+    // Nobody else's: another account, or no account, gets nothing.
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut user = server.tab();
+    user.register("user", PASSWORD).await;
+    assert_eq!(user.fetch(&server_icon).await.0, 404);
+    assert_eq!(server.tab().fetch(&server_icon).await.0, 401);
+    assert_eq!(root.fetch(&format!("{server_icon}?tool=no-such-tool")).await.0, 404);
+}

@@ -137,6 +137,7 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/token", put(mcp::set_token))
         .route("/mcp/servers/{id}/groups", put(mcp::set_group))
         .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
+        .route("/mcp/servers/{id}/icon", get(mcp::icon))
         .route("/mcp/catalogue", get(catalogue::list))
         .route("/mcp/catalogue/{id}/rating", put(catalogue::rate).delete(catalogue::unrate))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))

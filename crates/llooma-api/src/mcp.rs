@@ -3,8 +3,10 @@
 //! tokens arrive here as write-only [`Secret`]s and never leave.
 
 use axum::Json;
+use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use llooma_core::mcp_servers::ServerRequest;
 use llooma_types::{
     AdminMcpServerView, AnnounceCostView, McpRefreshReport, McpServerDetail, McpServerView,
@@ -15,7 +17,7 @@ use serde::Deserialize;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::extract::ApiJson;
+use crate::extract::{ApiJson, ApiQuery};
 use crate::session::{Admin, SignedIn};
 
 #[derive(Deserialize)]
@@ -114,6 +116,32 @@ pub async fn get_server(
     Path(id): Path<String>,
 ) -> Result<Json<McpServerDetail>, ApiError> {
     Ok(Json(state.app.mcp_server_detail(&signed_in.account.id, &id).await?))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IconQuery {
+    /// A tool of the server (its own name); none for the server's icon.
+    tool: Option<String>,
+}
+
+/// `GET /api/v1/mcp/servers/{id}/icon[?tool=name]`: the icon of an account's server or of one of
+/// its tools, fetched by the instance and encoded anew (see `llooma_core::icons`).
+pub async fn icon(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<IconQuery>,
+) -> Result<Response, ApiError> {
+    let icon = state.app.mcp_icon(&signed_in.account.id, &id, query.tool.as_deref()).await?;
+    let mut response = Body::from(icon.bytes.clone()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(icon.content_type));
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
+    // Kept by the browser for an hour: a server that changes its icon is seen within it.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=3600"));
+    Ok(response)
 }
 
 /// `PATCH /api/v1/mcp/servers/{id}`: label and the owner's switch.

@@ -213,6 +213,7 @@ fn catalogue(
             annotations: t.annotations.clone(),
             input_schema: t.input_schema.clone(),
             enabled: active && on.contains(t.name.as_str()),
+            icon: t.icon.as_ref().map(|_| crate::icons::icon_path(&id, Some(&t.name))),
         })
         .collect();
     (group_views, tools)
@@ -238,6 +239,7 @@ fn server_view(server: &McpServer, snapshot: &Snapshot) -> McpServerView {
         group_count: groups.len(),
         snapshot_taken_at: llooma_store::ms_to_rfc3339(server.snapshot_taken_at_ms),
         snapshot_stale: server.snapshot_stale,
+        icon: snapshot.server.icon.as_ref().map(|_| crate::icons::icon_path(&server.id, None)),
     }
 }
 
@@ -297,7 +299,11 @@ impl App {
         let loaded = load_account(self, &caller.id).await?;
         let slug = server_slug(loaded.iter().map(|l| l.server.slug.as_str()), &label);
         let names = name_table(&loaded, Some(("", &slug, tool_names(&snapshot))))?;
-        let (groups, tools) = catalogue("", true, &snapshot, &GroupSwitches::new(), &names);
+        let (groups, mut tools) = catalogue("", true, &snapshot, &GroupSwitches::new(), &names);
+        // Nothing is stored yet, so the instance has no icon to serve for it.
+        for tool in &mut tools {
+            tool.icon = None;
+        }
         Ok(McpTestReport {
             protocol_version: snapshot.server.protocol_version.clone(),
             server_name: snapshot.server.server_name.clone(),

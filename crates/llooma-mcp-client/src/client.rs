@@ -56,6 +56,14 @@ impl McpClient {
         &self.config
     }
 
+    pub(crate) fn policy(&self) -> &OutboundPolicy {
+        &self.policy
+    }
+
+    pub(crate) fn net(&self) -> &NetClient {
+        &self.net
+    }
+
     /// Connects to the server at `url`: `server/discover` (protocol 2026-07-28), falling back
     /// to `initialize` at 2025-11-25 for older servers. `token`, when given, is sent as a
     /// bearer token on every request.

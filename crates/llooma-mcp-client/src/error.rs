@@ -425,7 +425,7 @@ fn parse_http_status(text: &str) -> Option<u16> {
     rest.get(..3)?.parse().ok()
 }
 
-fn from_net(err: &NetError, cx: &Context<'_>) -> McpError {
+pub(crate) fn from_net(err: &NetError, cx: &Context<'_>) -> McpError {
     let url = cx.url.to_owned();
     match err {
         NetError::Refused { reason, .. } => McpError::Refused { url, reason: reason.clone() },

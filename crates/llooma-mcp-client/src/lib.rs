@@ -27,6 +27,7 @@ mod client;
 mod config;
 mod error;
 mod http;
+mod icon;
 mod model;
 mod pool;
 mod session;
@@ -42,6 +43,7 @@ pub use canonical::{canonical_json, definition_hash};
 pub use client::{McpClient, probe};
 pub use config::{Limits, McpConfig, TRUNCATION_MARKER};
 pub use error::McpError;
+pub use icon::MAX_ICON_BYTES;
 pub use llooma_net::{OutboundPolicy, Refusal};
 pub use model::{
     ContentItem, Note, ProbeReport, ProbeTool, PromptArgumentDef, PromptDef, PromptMessage,

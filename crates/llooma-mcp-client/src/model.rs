@@ -26,6 +26,10 @@ pub struct ServerDescription {
     pub instructions: Option<String>,
     /// Whether the server says it reports changes to its tool list.
     pub tools_list_changed: bool,
+    /// The address of the server's icon Llooma would show (see `icon::chosen_icon`): a raster
+    /// image's, never fetched here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
 }
 
 /// Something a limit cut or left out, said so that a person can read it.
@@ -157,6 +161,10 @@ pub struct ToolDef {
     /// Hex SHA-256 of the canonical JSON (sorted keys) of the whole definition as the server
     /// sent it, before any cut: a changed description or schema changes it.
     pub hash: String,
+    /// The address of the tool's icon Llooma would show (see `icon::chosen_icon`): a raster
+    /// image's, never fetched here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
 }
 
 /// A resource the server lists.
@@ -459,6 +467,7 @@ pub(crate) fn tool_from_json(
         input_schema,
         output_schema,
         annotations: raw.get("annotations").filter(|a| !a.is_null()).cloned(),
+        icon: crate::icon::chosen_icon(raw.get("icons")),
         hash,
         name,
     })

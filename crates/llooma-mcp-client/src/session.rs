@@ -228,6 +228,10 @@ fn describe(peer: &Peer<RoleClient>, config: &McpConfig) -> ServerDescription {
         server_version: implementation.map(|s| s.version.clone()),
         server_title: implementation.and_then(|s| s.title.clone()),
         instructions,
+        icon: implementation
+            .and_then(|s| s.icons.as_ref())
+            .and_then(|icons| serde_json::to_value(icons).ok())
+            .and_then(|icons| crate::icon::chosen_icon(Some(&icons))),
         tools_list_changed: info
             .and_then(|i| i.capabilities.tools.as_ref())
             .and_then(|t| t.list_changed)

@@ -184,6 +184,10 @@ pub struct McpServerView {
     pub snapshot_taken_at: String,
     /// The server said its tools changed since the snapshot: "Update tools" to see what.
     pub snapshot_stale: bool,
+    /// Where the instance serves the server's icon, when the server names one it can show
+    /// (`GET`; the picture is fetched by the instance, never by the page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
 }
 
 /// One tool of a server, as the catalogue shows it.
@@ -202,6 +206,9 @@ pub struct McpToolView {
     pub input_schema: serde_json::Value,
     /// Switched on (server active and its group on).
     pub enabled: bool,
+    /// Where the instance serves the tool's icon, when the server names one it can show.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
 }
 
 /// A group read off a server's tool names.

@@ -14,18 +14,27 @@ Serves Streamable HTTP on http://127.0.0.1:PORT/mcp. Tools:
 - `endless(topic)`: works until it is cancelled.
 - `cancelled_tasks()` (a plain tool): the ids of the tasks a client cancelled, in order, so a
   test can see that `tasks/cancel` reached the server.
+
+The server and its tools name icons, good and bad, served from `/icons/` beside the endpoint:
+the server's a real PNG (carrying a text chunk that must not survive), `report`'s inline, then
+an SVG with a script that calls itself a PNG, a file too large, an address on a private network
+and an SVG-only one. `GET /icons/seen` says which icon requests arrived and with which headers.
 """
 
 import asyncio
+import base64
+import json
 import secrets
+import struct
 import sys
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.extension import Extension, MethodBinding
-from mcp_types import RequestParams
+from mcp_types import Icon, RequestParams
 
 port = int(sys.argv[1])
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -207,33 +216,97 @@ class Tasks(Extension):
         return {"resultType": "task", **wire(task)}
 
 
-server = MCPServer("task-runner", version="1.0.0", extensions=[Tasks()])
+def png(side: int, rgb: tuple[int, int, int], text: bytes | None = None) -> bytes:
+    """A square PNG of one colour, with a text chunk when given."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes(rgb) * side for _ in range(side))
+    out = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
+    if text is not None:
+        out += chunk(b"tEXt", b"Comment\x00" + text)
+    return out + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
-@server.tool(name="report", description="Writes a report on a topic, in stages.")
+ORIGIN = f"http://127.0.0.1:{port}"
+ICON_FILES = {
+    "/icons/runner.png": ("image/png", png(64, (200, 40, 40), b"secret-metadata-of-the-icon")),
+    "/icons/fake.png": ("image/png", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'),
+    "/icons/huge.png": ("image/png", png(8, (0, 0, 0))[:16] + b"\x00" * (600 * 1024)),
+}
+icon_requests: list[dict[str, str]] = []
+
+
+def icon(src: str, mime: str | None = "image/png") -> list[Icon]:
+    return [Icon(src=src, mime_type=mime, sizes=["64x64"])]
+
+
+inline = "data:image/png;base64," + base64.b64encode(png(16, (40, 160, 40))).decode()
+
+server = MCPServer(
+    "task-runner",
+    version="1.0.0",
+    extensions=[Tasks()],
+    icons=icon(f"{ORIGIN}/icons/runner.png"),
+)
+
+
+@server.tool(name="report", description="Writes a report on a topic, in stages.", icons=icon(inline))
 def report(topic: str, steps: int = 3) -> str:
     return f"A report on {topic} in {steps} stages (not as a task)."
 
 
-@server.tool(name="clarify", description="Asks which meaning of a topic is meant, then reports.")
+@server.tool(
+    name="clarify",
+    description="Asks which meaning of a topic is meant, then reports.",
+    icons=icon(f"{ORIGIN}/icons/fake.png"),
+)
 def clarify(topic: str) -> str:
     return f"{topic} (not as a task)."
 
 
-@server.tool(name="broken", description="Fails after a while.")
+@server.tool(name="broken", description="Fails after a while.", icons=icon(f"{ORIGIN}/icons/huge.png"))
 def broken(topic: str) -> str:
     return "not as a task"
 
 
-@server.tool(name="endless", description="Works until it is cancelled.")
+@server.tool(
+    name="endless",
+    description="Works until it is cancelled.",
+    icons=icon("http://169.254.169.254/latest/meta-data/icon.png"),
+)
 def endless(topic: str) -> str:
     return "not as a task"
 
 
-@server.tool(name="cancelled_tasks", description="The ids of the tasks a client cancelled.")
+@server.tool(
+    name="cancelled_tasks",
+    description="The ids of the tasks a client cancelled.",
+    icons=icon(f"{ORIGIN}/icons/vector.svg", "image/svg+xml"),
+)
 def cancelled_tasks() -> list[str]:
     return cancelled
 
 
+mcp_app = server.streamable_http_app()
+
+
+async def app(scope, receive, send):
+    path = scope.get("path", "") if scope["type"] == "http" else ""
+    if not path.startswith("/icons/"):
+        await mcp_app(scope, receive, send)
+        return
+    if path == "/icons/seen":
+        kind, body = "application/json", json.dumps(icon_requests).encode()
+    else:
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers") or []}
+        icon_requests.append({"path": path, **headers})
+        kind, body = ICON_FILES.get(path, ("text/plain", b""))
+    status = 200 if body else 404
+    await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind.encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
 if __name__ == "__main__":
-    uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

@@ -1,0 +1,171 @@
+//! MCP server and tool icons, served from the instance.
+//!
+//! A server names its icons by address; a page that loaded them from there would tell that
+//! address who reads the page and when, run whatever an SVG carries, and reach addresses the
+//! instance's network policy keeps closed. So the page asks the instance, which fetches the icon
+//! the server's snapshot names (the MCP outbound policy applies, no token is sent), keeps it only
+//! if its bytes are a raster image, and serves the picture encoded anew from its pixels alone:
+//! whatever else the file carried is gone.
+//!
+//! Kept per process, by address: at most [`MAX_KEPT`] icons, each for [`KEPT_FOR`], and a
+//! failure for [`FAILURE_KEPT_FOR`] so a broken icon is not fetched for every page view.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use llooma_mcp_client::McpError;
+use llooma_media::{ImageLimits, MediaError, prepare_image};
+
+use crate::app::App;
+use crate::error::AppError;
+use crate::mcp_servers::parse_snapshot;
+
+/// Icons (and failures) kept at once.
+const MAX_KEPT: usize = 512;
+/// How long a fetched icon is served before it is fetched again (a server may change it).
+const KEPT_FOR: Duration = Duration::from_secs(24 * 3600);
+/// How long a failed fetch is remembered.
+const FAILURE_KEPT_FOR: Duration = Duration::from_secs(10 * 60);
+
+/// An icon as the instance serves it: encoded anew, at most 96 pixels a side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedIcon {
+    pub bytes: Vec<u8>,
+    pub content_type: &'static str,
+}
+
+#[derive(Debug, Clone)]
+enum Kept {
+    Icon(Arc<ServedIcon>),
+    Failed(String),
+}
+
+/// The icons this process fetched, by address; cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IconCache(Arc<Mutex<HashMap<String, (Instant, Kept)>>>);
+
+impl IconCache {
+    fn get(&self, src: &str) -> Option<Kept> {
+        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, entry) = kept.get(src)?;
+        let keep_for = match entry {
+            Kept::Icon(_) => KEPT_FOR,
+            Kept::Failed(_) => FAILURE_KEPT_FOR,
+        };
+        (at.elapsed() < keep_for).then(|| entry.clone())
+    }
+
+    fn put(&self, src: String, entry: Kept) {
+        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= MAX_KEPT && !kept.contains_key(&src) {
+            // Whole-sale: a few fetches again are the whole cost.
+            kept.clear();
+        }
+        kept.insert(src, (Instant::now(), entry));
+    }
+}
+
+/// Where the instance serves the icon of a server (`tool: None`) or of one of its tools.
+pub fn icon_path(server_id: &str, tool: Option<&str>) -> String {
+    let path = format!("/api/v1/mcp/servers/{server_id}/icon");
+    match tool {
+        None => path,
+        Some(tool) => {
+            let query: String = url::form_urlencoded::Serializer::new(String::new())
+                .append_pair("tool", tool)
+                .finish();
+            format!("{path}?{query}")
+        }
+    }
+}
+
+/// What icons are made into: small, and bounded before their pixels are decoded.
+fn icon_limits() -> ImageLimits {
+    ImageLimits {
+        max_side: 4096,
+        max_pixels: 4_000_000,
+        longest_side: 96,
+        thumbnail_side: 96,
+        jpeg_quality: 90,
+    }
+}
+
+/// Why an icon's bytes are not shown, in words for the person.
+fn unreadable(err: &MediaError) -> String {
+    match err {
+        MediaError::NotImage { found } => {
+            format!("the icon is {found}, not a PNG, JPEG, GIF or WebP image, so it is not shown")
+        }
+        _ => "the icon's picture is damaged or too large to show".to_owned(),
+    }
+}
+
+impl App {
+    /// The icon of an account's MCP server (`tool: None`) or of one of its tools, as the stored
+    /// snapshot names it: fetched once, checked, encoded anew. `NotFound` when the server is not
+    /// the account's, is suspended, or names no icon usable here; `Unprocessable` (with why) when
+    /// the icon could not be fetched or is not a raster image.
+    pub async fn mcp_icon(
+        &self,
+        account_id: &str,
+        server_id: &str,
+        tool: Option<&str>,
+    ) -> Result<Arc<ServedIcon>, AppError> {
+        let server =
+            self.store.mcp_server(account_id, server_id).await?.ok_or(AppError::NotFound)?;
+        if server.suspension.is_some() {
+            return Err(AppError::NotFound);
+        }
+        let snapshot = parse_snapshot(self, &server)?;
+        let src = match tool {
+            None => snapshot.server.icon.clone(),
+            Some(name) => {
+                snapshot.tools.iter().find(|t| t.name == name).and_then(|t| t.icon.clone())
+            }
+        }
+        .ok_or(AppError::NotFound)?;
+        let entry = match self.icons.get(&src) {
+            Some(entry) => entry,
+            None => {
+                let entry = self.fetch_icon(&src).await;
+                self.icons.put(src, entry.clone());
+                entry
+            }
+        };
+        match entry {
+            Kept::Icon(icon) => Ok(icon),
+            Kept::Failed(why) => Err(AppError::unprocessable("icon_unavailable", why)),
+        }
+    }
+
+    async fn fetch_icon(&self, src: &str) -> Kept {
+        let bytes = match self.mcp.fetch_icon(src).await {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                let why = match err {
+                    McpError::TooLarge { .. } => format!(
+                        "the icon is larger than {} KiB, so it is not shown",
+                        llooma_mcp_client::MAX_ICON_BYTES / 1024
+                    ),
+                    McpError::Refused { reason, .. } => {
+                        format!("the icon's address was not contacted: {reason}")
+                    }
+                    other => format!("the icon could not be fetched: {other}"),
+                };
+                return Kept::Failed(why);
+            }
+        };
+        // Decoding is CPU work: off the async threads.
+        let prepared =
+            tokio::task::spawn_blocking(move || prepare_image(&bytes, &icon_limits())).await;
+        match prepared {
+            Ok(Ok(image)) => Kept::Icon(Arc::new(ServedIcon {
+                bytes: image.bytes,
+                content_type: image.content_type,
+            })),
+            Ok(Err(err)) => Kept::Failed(unreadable(&err)),
+            Err(_) => Kept::Failed("the icon could not be read".to_owned()),
+        }
+    }
+}
