@@ -13,7 +13,7 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
-use crate::card::{countdown, send_answer};
+use crate::card::{McpIcon, countdown, send_answer, tool_icon_path};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::link::{LinkCard, host_of};
@@ -1568,6 +1568,7 @@ fn ApprovalCard(
     EitherOf3::C(view! {
         <article class="card approval" data-call=card.id.clone()>
             <header>
+                <McpIcon src=tool_icon_path(&card.server_id, &card.tool_name) />
                 <span class="server">{card.server_label.clone()}</span>
                 " wants to run "
                 <b class="tool">{card.tool_name.clone()}</b>

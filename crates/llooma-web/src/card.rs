@@ -59,3 +59,47 @@ pub fn answer_button(
         </button>
     }
 }
+
+/// A server's or tool's icon as the instance serves it (never from the server's own address);
+/// it stays out of sight when there is none to show.
+#[component]
+pub fn McpIcon(src: String) -> impl IntoView {
+    let failed = RwSignal::new(false);
+    let image = NodeRef::<leptos::html::Img>::new();
+    // An icon that failed before the page came alive fired its error with nobody listening.
+    Effect::new(move |_| {
+        if let Some(image) = image.get()
+            && image.complete()
+            && image.natural_width() == 0
+        {
+            failed.set(true);
+        }
+    });
+    view! {
+        <img
+            node_ref=image
+            class="mcp-icon"
+            class:failed=move || failed.get()
+            src=src
+            alt=""
+            width="20"
+            height="20"
+            loading="lazy"
+            on:error=move |_| failed.set(true)
+        />
+    }
+}
+
+/// Where the instance serves the icon of a server's tool (the tool's name percent-encoded: a
+/// server's names may hold any character).
+pub fn tool_icon_path(server_id: &str, tool: &str) -> String {
+    let mut encoded = String::with_capacity(tool.len());
+    for byte in tool.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    format!("/api/v1/mcp/servers/{server_id}/icon?tool={encoded}")
+}

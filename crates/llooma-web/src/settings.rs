@@ -11,6 +11,7 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::api;
+use crate::card::McpIcon;
 use crate::forms::{RemoveAfterAsking, change, input_value};
 use crate::layout::{AdminNav, ToolsNav, TopBar};
 use crate::model::Me;
@@ -505,6 +506,7 @@ fn ServerCard(
         .map(|tool| {
             view! {
                 <li class=if tool.enabled { "tool on" } else { "tool off" }>
+                    {tool.icon.clone().map(|src| view! { <McpIcon src /> })}
                     <code>{tool.model_name.clone()}</code>
                     {(!tool.enabled).then(|| view! { <span class="hint">" (off)"</span> })}
                     <span class="description">
@@ -522,6 +524,7 @@ fn ServerCard(
     view! {
         <article class="card server" data-server=server.id.clone()>
             <header class="row">
+                {server.icon.clone().map(|src| view! { <McpIcon src /> })}
                 <b class="label">{server.label.clone()}</b>
                 <span class=format!("status {state}")>{state}</span>
             </header>

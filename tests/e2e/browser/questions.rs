@@ -303,3 +303,62 @@ async fn browser_a_results_image_and_words_for_the_person_show_under_its_step() 
     assert!(out.is_empty(), "the step does not fit 390 pixels:\n{}", out.join("\n"));
     browser.screenshot("result-shown-phone").await;
 }
+
+/// A call the server runs as a task says so in its step while it runs; the icons of the server
+/// and its tools come from the instance, and one that is not a picture is not shown.
+#[tokio::test]
+async fn browser_a_task_runs_in_its_step_and_icons_come_from_the_instance() {
+    let Some(peer) = crate::peers::tasks() else { return };
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "runner").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let report = crate::conversations::model_name_in(added, "report");
+    model.push(Reply::tool_call(&report, json!({"topic": "tea", "steps": 8})));
+    model.push(Reply::text("Report written."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "write the tea report").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "report").await;
+    // The tool's icon, drawn from the instance's own address.
+    let drawn = "const i = document.querySelector('.card.approval img.mcp-icon'); \
+                 return !!i && i.complete && i.naturalWidth > 0 \
+                 && new URL(i.src).origin === location.origin;";
+    wait_true(&browser, drawn).await;
+    browser.click(".card.approval button.allow").await;
+    let running =
+        browser.wait_text(".step.mcp.running", "running as a task on the server — Stage").await;
+    assert!(running.contains("reading about tea"), "{running}");
+    browser.wait_text(".timeline", "Report written.").await;
+
+    browser.goto(&format!("{base}/settings/tools")).await;
+    browser.wait_live().await;
+    browser.wait_text(".card.server", "runner").await;
+    let server_icon = "const i = document.querySelector('.card.server header img.mcp-icon'); \
+                       return !!i && i.complete && i.naturalWidth > 0;";
+    wait_true(&browser, server_icon).await;
+    browser.click(".card.server details.tool-list summary").await;
+    // clarify names an SVG that calls itself a PNG: its icon stays out of sight.
+    let hidden = "const rows = [...document.querySelectorAll('.card.server li.tool')]; \
+                  const row = rows.find(r => r.textContent.includes('clarify')); \
+                  const i = row && row.querySelector('img.mcp-icon'); \
+                  return !!i && i.complete && getComputedStyle(i).display === 'none';";
+    wait_true(&browser, hidden).await;
+    browser.scroll_to(".card.server details.tool-list").await;
+    browser.screenshot("tool-icons-desktop").await;
+}
+
+/// Polls a script until it returns true (five seconds at most).
+async fn wait_true(browser: &Browser, script: &str) {
+    for _ in 0..50 {
+        if browser.script(script).await == json!(true) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("never true: {script}");
+}
