@@ -45,7 +45,7 @@ pub struct App {
     /// Stored MCP snapshots, parsed once while their text lasts.
     pub(crate) snapshots: SnapshotCache,
     /// MCP server and tool icons fetched by this process.
-    pub(crate) icons: crate::icons::IconCache,
+    pub(crate) icons: crate::icon_cache::IconCache,
     /// When tool lists past their server's freshness were last retaken.
     pub(crate) freshness: crate::tool_freshness::Freshness,
     /// How long a speech exchange may take, and the speech models last detected.
@@ -96,7 +96,7 @@ impl App {
             searches: SearchClients::new(parts.outbound.clone(), parts.connection_idle),
             providers: ProviderClients::default(),
             snapshots: SnapshotCache::default(),
-            icons: crate::icons::IconCache::default(),
+            icons: crate::icon_cache::IconCache::default(),
             freshness: crate::tool_freshness::Freshness::new(parts.tool_list_min_fresh),
             speech: SpeechState::new(parts.speech_limits),
             reported_vision: crate::providers::ReportedVision::default(),

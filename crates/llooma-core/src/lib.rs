@@ -26,6 +26,7 @@ pub mod error;
 pub mod fields;
 pub mod files;
 mod history_cache;
+pub mod icon_cache;
 pub mod icons;
 pub mod mcp_servers;
 pub mod mcp_watch;

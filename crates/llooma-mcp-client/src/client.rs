@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use base64::Engine;
+
 use llooma_net::{Decision, NetClient, OutboundPolicy, Purpose};
 use llooma_vault::Secret;
 use rmcp::model::JsonObject;
@@ -11,7 +13,9 @@ use url::Url;
 
 use crate::ask::Asker;
 use crate::config::McpConfig;
-use crate::error::McpError;
+use crate::error::{self, Context, McpError};
+use crate::http::StreamCuts;
+use crate::icon;
 use crate::model::{ProbeReport, ProbeTool, ServerDescription, Snapshot, ToolList, ToolResult};
 use crate::pool::{Key, Lease, Pool};
 use crate::session::{Fault, McpSession, object_arguments, redact};
@@ -51,17 +55,79 @@ impl McpClient {
         Ok(Self { policy, net, config: Arc::new(config), snapshots, pool })
     }
 
+    /// The bytes of the icon at `src` (what `icon::chosen_icon` kept): decoded from a `data:`
+    /// address, or fetched under the MCP outbound policy (never with the server's token), at
+    /// most [`icon::MAX_ICON_BYTES`] and ten seconds. The bytes are the server's: the caller decides
+    /// what they are.
+    pub async fn fetch_icon(&self, src: &str) -> Result<Vec<u8>, McpError> {
+        let shown = redact(src.get(..200).unwrap_or(src));
+        if src.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("data:")) {
+            let (_, data) = src.split_once(',').ok_or_else(|| McpError::InvalidUrl {
+                url: "a data: icon".to_owned(),
+                problem: "it has no data".to_owned(),
+            })?;
+            let bytes =
+                base64::engine::general_purpose::STANDARD.decode(data.trim()).map_err(|err| {
+                    McpError::InvalidUrl {
+                        url: "a data: icon".to_owned(),
+                        problem: format!("its data is not base64 ({err})"),
+                    }
+                })?;
+            if bytes.len() > icon::MAX_ICON_BYTES {
+                return Err(McpError::TooLarge {
+                    url: "a data: icon".to_owned(),
+                    limit: icon::MAX_ICON_BYTES as u64,
+                });
+            }
+            return Ok(bytes);
+        }
+        let parsed = Url::parse(src)
+            .map_err(|err| McpError::InvalidUrl { url: shown.clone(), problem: err.to_string() })?;
+        if let Decision::Refused { reason } = self.policy.decide(Purpose::Mcp, &parsed) {
+            return Err(McpError::Refused { url: shown, reason });
+        }
+        let cuts = StreamCuts::default();
+        let cx = Context {
+            url: &shown,
+            operation: "the icon",
+            token_sent: false,
+            timeout: icon::ICON_TIMEOUT,
+            cuts: &cuts,
+        };
+        let fetch = async {
+            let request = self.net.request_url(http::Method::GET, parsed).map_err(|err| {
+                McpError::Unreachable { url: shown.clone(), detail: err.to_string() }
+            })?;
+            let mut response =
+                self.net.send(request).await.map_err(|err| error::from_net(&err, &cx))?;
+            let status = response.status().as_u16();
+            if status != 200 {
+                return Err(McpError::HttpStatus { url: shown.clone(), status });
+            }
+            let mut bytes = Vec::new();
+            while let Some(chunk) =
+                response.chunk().await.map_err(|err| error::from_net(&err, &cx))?
+            {
+                if bytes.len() + chunk.len() > icon::MAX_ICON_BYTES {
+                    return Err(McpError::TooLarge {
+                        url: shown.clone(),
+                        limit: icon::MAX_ICON_BYTES as u64,
+                    });
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Ok(bytes)
+        };
+        tokio::time::timeout(icon::ICON_TIMEOUT, fetch).await.map_err(|_| McpError::Timeout {
+            url: shown.clone(),
+            operation: "the icon".to_owned(),
+            after: icon::ICON_TIMEOUT,
+        })?
+    }
+
     /// The bounds in force.
     pub fn config(&self) -> &McpConfig {
         &self.config
-    }
-
-    pub(crate) fn policy(&self) -> &OutboundPolicy {
-        &self.policy
-    }
-
-    pub(crate) fn net(&self) -> &NetClient {
-        &self.net
     }
 
     /// Connects to the server at `url`: `server/discover` (protocol 2026-07-28), falling back

@@ -1,30 +1,21 @@
-//! Server and tool icons: which of the icons a server lists Llooma would show ([`chosen_icon`]),
-//! and fetching one ([`McpClient::fetch_icon`]) under the MCP outbound policy, bounded, without
-//! the server's token. What the bytes are is for the caller to decide from the bytes: a server's
-//! word about an icon's type is a claim.
+//! Server and tool icons: which of the icons a server lists Llooma would show ([`chosen_icon`]).
+//! Fetching one is [`crate::McpClient::fetch_icon`]'s. A server's word about an icon's type is
+//! a claim: what the bytes are is for the caller to decide from the bytes.
 
 use std::time::Duration;
 
-use base64::Engine;
-use llooma_net::{Decision, Purpose};
 use serde_json::Value;
-use url::Url;
-
-use crate::client::McpClient;
-use crate::error::{self, Context, McpError};
-use crate::http::StreamCuts;
-use crate::session::redact;
 
 /// The most bytes of one icon read; an icon is a small picture.
 pub const MAX_ICON_BYTES: usize = 256 * 1024;
+/// One icon's fetch, all of it.
+pub(crate) const ICON_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest address kept for an icon (`data:` addresses carry the picture itself).
 const MAX_ICON_SRC_BYTES: usize = MAX_ICON_BYTES * 4 / 3 + 64;
 /// The longest `http(s)` icon address kept.
 const MAX_ICON_URL_BYTES: usize = 2048;
 /// Icons looked at per item: a list longer than this is a server's mistake or a trick.
 const MAX_ICONS_LOOKED_AT: usize = 16;
-/// One icon's fetch, all of it.
-const ICON_TIMEOUT: Duration = Duration::from_secs(10);
 /// The size shown (in CSS pixels, at twice the density): the closest the server offers wins.
 const WANTED_SIDE: u32 = 48;
 
@@ -95,78 +86,6 @@ fn usable_src(src: &str, declared: Option<&str>) -> bool {
 fn side(size: &str) -> Option<u32> {
     let (w, h) = size.split_once(['x', 'X'])?;
     Some(w.trim().parse::<u32>().ok()?.max(h.trim().parse::<u32>().ok()?))
-}
-
-impl McpClient {
-    /// The bytes of the icon at `src` (what [`chosen_icon`] kept): decoded from a `data:`
-    /// address, or fetched under the MCP outbound policy (never with the server's token), at
-    /// most [`MAX_ICON_BYTES`] and ten seconds. The bytes are the server's: the caller decides
-    /// what they are.
-    pub async fn fetch_icon(&self, src: &str) -> Result<Vec<u8>, McpError> {
-        let shown = redact(src.get(..200).unwrap_or(src));
-        if src.get(..5).is_some_and(|s| s.eq_ignore_ascii_case("data:")) {
-            let (_, data) = src.split_once(',').ok_or_else(|| McpError::InvalidUrl {
-                url: "a data: icon".to_owned(),
-                problem: "it has no data".to_owned(),
-            })?;
-            let bytes =
-                base64::engine::general_purpose::STANDARD.decode(data.trim()).map_err(|err| {
-                    McpError::InvalidUrl {
-                        url: "a data: icon".to_owned(),
-                        problem: format!("its data is not base64 ({err})"),
-                    }
-                })?;
-            if bytes.len() > MAX_ICON_BYTES {
-                return Err(McpError::TooLarge {
-                    url: "a data: icon".to_owned(),
-                    limit: MAX_ICON_BYTES as u64,
-                });
-            }
-            return Ok(bytes);
-        }
-        let parsed = Url::parse(src)
-            .map_err(|err| McpError::InvalidUrl { url: shown.clone(), problem: err.to_string() })?;
-        if let Decision::Refused { reason } = self.policy().decide(Purpose::Mcp, &parsed) {
-            return Err(McpError::Refused { url: shown, reason });
-        }
-        let cuts = StreamCuts::default();
-        let cx = Context {
-            url: &shown,
-            operation: "the icon",
-            token_sent: false,
-            timeout: ICON_TIMEOUT,
-            cuts: &cuts,
-        };
-        let fetch = async {
-            let request = self.net().request_url(http::Method::GET, parsed).map_err(|err| {
-                McpError::Unreachable { url: shown.clone(), detail: err.to_string() }
-            })?;
-            let mut response =
-                self.net().send(request).await.map_err(|err| error::from_net(&err, &cx))?;
-            let status = response.status().as_u16();
-            if status != 200 {
-                return Err(McpError::HttpStatus { url: shown.clone(), status });
-            }
-            let mut bytes = Vec::new();
-            while let Some(chunk) =
-                response.chunk().await.map_err(|err| error::from_net(&err, &cx))?
-            {
-                if bytes.len() + chunk.len() > MAX_ICON_BYTES {
-                    return Err(McpError::TooLarge {
-                        url: shown.clone(),
-                        limit: MAX_ICON_BYTES as u64,
-                    });
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Ok(bytes)
-        };
-        tokio::time::timeout(ICON_TIMEOUT, fetch).await.map_err(|_| McpError::Timeout {
-            url: shown.clone(),
-            operation: "the icon".to_owned(),
-            after: ICON_TIMEOUT,
-        })?
-    }
 }
 
 #[cfg(test)]
