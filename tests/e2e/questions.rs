@@ -666,3 +666,49 @@ async fn stop_during_a_task_cancels_it_on_the_server() {
     }
     panic!("the server's task was not cancelled");
 }
+
+/// A sound a call returns is kept to be played only when its bytes are audio; a link to the
+/// server's resource names the server, so the person can read it with their next message.
+#[tokio::test]
+async fn a_results_sound_is_played_only_when_it_is_one_and_its_link_can_be_read_next() {
+    let Some(peer) = crate::peers::tasks() else { return };
+    let mut w = world(&peer).await;
+    let chime = w.model_name("chime");
+    w.model.push(Reply::tool_call(&chime, json!({})));
+    w.model.push(Reply::text("Listen."));
+    w.model.push(Reply::text("It says to play softly."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{}/events", w.id), None).await;
+    let id = w.id.clone();
+    w.tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "chime"})).await;
+    let card = next_card(&mut cards).await;
+    assert_eq!(w.answer(&card, json!({"choice": "allow"})).await.status, 200);
+    let (_, steps) = read_turn(&mut events).await;
+    let called = steps.iter().find(|s| s["state"] == "allowed").expect("the call's step");
+    let shown = called["shown"].as_array().unwrap();
+    assert_eq!(shown[0]["kind"], "audio", "{shown:?}");
+    assert_eq!(shown[0]["mimeType"], "audio/wav");
+    assert!(shown[0]["data"].as_str().unwrap().starts_with("UklGR"), "{shown:?}");
+    // A page calling itself MP3 is named, never played.
+    assert_eq!(shown[1], json!({"kind": "named", "what": "audio", "mimeType": "audio/mpeg"}));
+    let link = &shown[2];
+    assert_eq!(link["what"], "link");
+    assert_eq!(link["uri"], "music://chime/sheet");
+    let server_id = called["serverId"].as_str().expect("the step names its server").to_owned();
+
+    // Read with the next message, as a resource chosen with @ would be.
+    let sent = w
+        .tab
+        .post(
+            &format!("/api/v1/conversations/{id}/messages"),
+            json!({"content": "what does the sheet say?",
+                   "resources": [{"serverId": server_id, "uri": link["uri"]}]}),
+        )
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    let (text, _) = read_turn(&mut events).await;
+    assert_eq!(text, "It says to play softly.");
+    let asked = w.model.chat_bodies().last().unwrap().to_string();
+    assert!(asked.contains("C E G C, softly."), "{asked}");
+}

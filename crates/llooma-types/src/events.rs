@@ -418,6 +418,10 @@ pub struct Step {
     pub progress: Option<serde_json::Number>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<serde_json::Number>,
+    /// On an MCP call that was made: the id of its server (what the person may read more of it
+    /// through, such as a resource its result links to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<String>,
     /// A running MCP call the server runs as a long-running task: where the task stands
     /// (`working`, `input_required`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -875,6 +879,15 @@ pub enum ShownPart {
         /// Whether the model was told of it too (false: marked for the person only).
         for_model: bool,
     },
+    /// A sound to play (WAV, MP3, Ogg, WebM or MP4 audio, as its bytes say; base64 of at most
+    /// [`ShownPart::MAX_AUDIO_BYTES`]).
+    #[serde(rename_all = "camelCase")]
+    Audio {
+        mime_type: String,
+        data: String,
+        /// Whether the model was told of it (by a line: models here do not hear).
+        for_model: bool,
+    },
     /// Something shown only by name: a link to one of the server's resources, an embedded
     /// resource, audio, an image too large or of another kind.
     #[serde(rename_all = "camelCase")]
@@ -895,6 +908,10 @@ impl ShownPart {
     pub const MAX_IMAGE_BYTES: usize = 512 * 1024;
     /// The most images one step shows.
     pub const MAX_IMAGES: usize = 4;
+    /// The largest sound played, in base64 bytes (about 45 s of speech as MP3).
+    pub const MAX_AUDIO_BYTES: usize = 1024 * 1024;
+    /// The most sounds one step plays.
+    pub const MAX_AUDIO: usize = 2;
     /// The most parts one step shows.
     pub const MAX_PARTS: usize = 20;
     /// The longest text shown, in characters.

@@ -12,7 +12,7 @@ use llooma_types::{
 };
 use serde_json::{Value, json};
 
-use crate::attach::{AttachPanel, Attachables, Chosen, Menu, message_parts};
+use crate::attach::{AttachPanel, Attachables, Chosen, Menu, NextMessage, message_parts};
 use crate::card::{McpIcon, countdown, send_answer, tool_icon_path};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
@@ -365,6 +365,8 @@ struct Chat {
     /// What went wrong with the last thing the person did (shown above the message box).
     error: RwSignal<Option<String>>,
     voice: Voice,
+    /// The resources and prompts chosen for the next message.
+    chosen: RwSignal<Vec<Chosen>>,
 }
 
 /// A reply that is only its text (the person's message, or a stored reply without its log).
@@ -589,7 +591,10 @@ fn Conversation(
         running: RwSignal::new(detail.running_turn.is_some()),
         error,
         voice: Voice::new(csrf.clone(), error),
+        chosen: RwSignal::new(Vec::new()),
     };
+    // A result's link to a resource can add it to the next message from the timeline.
+    provide_context(NextMessage(chat.chosen));
     chat.entries.set(chat.stored_entries(&detail));
     let on: api::OnEvent =
         Rc::new(move |name: &str, data: &str| match TurnEvent::decode(name, data) {
@@ -904,7 +909,8 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
         " — "
         <span class="what">{what}</span>
     };
-    let shown = (!step.shown.is_empty()).then(|| shown_view(&step.shown, &text(&step.server)));
+    let shown = (!step.shown.is_empty())
+        .then(|| shown_view(&step.shown, &text(&step.server), step.server_id.clone()));
     match step.output.clone() {
         // What the server returned, as the model read it (wrapped and labelled as its text),
         // then what of it is for the person's eyes.
@@ -923,30 +929,67 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
 
 /// What a call's result shows the person: its images, what the server marked for them only,
 /// and the rest by name. All of it is the server's, and says so.
-fn shown_view(parts: &[ShownPart], server: &str) -> impl IntoView + use<> {
+fn shown_view(
+    parts: &[ShownPart],
+    server: &str,
+    server_id: Option<String>,
+) -> impl IntoView + use<> {
+    let next = use_context::<NextMessage>();
     let items = parts
         .iter()
         .cloned()
         .map(|part| match part {
-            ShownPart::Text { text } => EitherOf3::A(view! {
+            ShownPart::Text { text } => EitherOf4::A(view! {
                 <p class="shown-text">{text}</p>
             }),
             ShownPart::Image { mime_type, data, for_model } => {
                 let alt = if for_model { "An image in the result" } else { "An image for you only" };
-                EitherOf3::B(view! {
+                EitherOf4::B(view! {
                     <img class="shown-image" src=format!("data:{mime_type};base64,{data}") alt=alt />
                 })
             }
+            ShownPart::Audio { mime_type, data, .. } => EitherOf4::C(view! {
+                <audio
+                    class="shown-audio"
+                    controls=true
+                    preload="none"
+                    src=format!("data:{mime_type};base64,{data}")
+                ></audio>
+            }),
             ShownPart::Named { what, uri, name, mime_type } => {
                 let label = match what.as_str() {
                     "link" => "Link to a resource",
                     "resource" => "Resource",
-                    "audio" => "Audio",
+                    "audio" => "Audio not played",
                     _ => "Image not shown",
                 };
+                // A resource of the server can be read with the next message, as if chosen
+                // with @: the person sends it, nothing is read before.
+                let attach = match (next, &server_id, &uri) {
+                    (Some(next), Some(server_id), Some(uri)) if what == "link" || what == "resource" => {
+                        let (server_id, uri) = (server_id.clone(), uri.clone());
+                        let title = name.clone().unwrap_or_else(|| uri.clone());
+                        let server = server.to_owned();
+                        Some(view! {
+                            <button
+                                class="attach-link"
+                                type="button"
+                                title="Adds it to your next message, as if chosen with @"
+                                on:click=move |_| {
+                                    next.add_resource(server_id.clone(), server.clone(), title.clone(), uri.clone())
+                                }
+                            >
+                                "Attach to next message"
+                            </button>
+                        })
+                    }
+                    _ => None,
+                };
                 let detail = [name, uri, mime_type].into_iter().flatten().collect::<Vec<_>>();
-                EitherOf3::C(view! {
-                    <p class="shown-named">{label} ": " <code>{detail.join(" · ")}</code></p>
+                EitherOf4::D(view! {
+                    <p class="shown-named">
+                        {label} ": " <code>{detail.join(" · ")}</code> " " {attach}
+                    </p>
                 })
             }
         })
@@ -1050,7 +1093,7 @@ fn Composer(
 ) -> impl IntoView {
     let error = chat.error;
     let attach_open = RwSignal::new(None::<Menu>);
-    let chosen = RwSignal::new(Vec::<Chosen>::new());
+    let chosen = chat.chosen;
     let message = NodeRef::<leptos::html::Textarea>::new();
     let tray = Tray::new(chat.id.get_value(), chat.csrf.get_value(), error, pending_files);
     let provider_id = RwSignal::new(conversation.provider_id.clone().unwrap_or_default());

@@ -88,6 +88,26 @@ pub fn offer(servers: &[llooma_types::McpServerDetail]) -> Attachables {
     offer
 }
 
+/// The chat page's list of what is chosen for the next message, for what outside the composer
+/// adds to it (a resource a call's result links to).
+#[derive(Clone, Copy, Debug)]
+pub struct NextMessage(pub RwSignal<Vec<Chosen>>);
+
+impl NextMessage {
+    /// Adds a resource of a server to the next message, once.
+    pub fn add_resource(self, server_id: String, server_label: String, title: String, uri: String) {
+        let what = OfferedKind::Resource { uri };
+        self.0.update(|chosen| {
+            let known =
+                chosen.iter().any(|c| c.offered.server_id == server_id && c.offered.what == what);
+            if !known {
+                let offered = Offered { server_id, server_label, title, what, fields: Vec::new() };
+                chosen.push(Chosen { offered, values: Vec::new() });
+            }
+        });
+    }
+}
+
 /// One thing chosen for the next message, with its blanks filled.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chosen {

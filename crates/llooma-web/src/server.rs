@@ -282,10 +282,12 @@ impl Web {
         };
         let html = render(page, &nonce, &assets);
         // `media-src blob:`: a reply read aloud is played from the audio the page fetched
-        // (a blob only the page's own script can make).
+        // (a blob only the page's own script can make); `data:`: a sound an MCP call returned,
+        // played from the step (its bytes checked to be audio before it was kept).
         let csp = format!(
             "default-src 'none'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
-             connect-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self' blob:; \
+             connect-src 'self'; style-src 'self'; img-src 'self' data:; \
+             media-src 'self' blob: data:; \
              font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
         );
         let mut response = (status, html).into_response();

@@ -362,3 +362,49 @@ async fn wait_true(browser: &Browser, script: &str) {
     }
     panic!("never true: {script}");
 }
+
+/// A result's sound plays in the step; its link to a resource is attached to the next message
+/// with one click, and that message reads it.
+#[tokio::test]
+async fn browser_a_results_sound_plays_and_its_link_is_attached_to_the_next_message() {
+    let Some(peer) = crate::peers::tasks() else { return };
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    // Kept whole: its fields drop in order (the server before its database).
+    let world = mcp_conversation(&peer, "runner").await;
+    let (model, id, added) = (&world.model, world.id.clone(), &world.added);
+    let base = world.server.base.clone();
+    let chime = crate::conversations::model_name_in(added, "chime");
+    model.push(Reply::tool_call(&chime, json!({})));
+    model.push(Reply::text("Listen."));
+    model.push(Reply::text("It says to play softly."));
+
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "play the chime").await;
+    browser.click("button.send").await;
+    browser.wait_text(".card.approval", "chime").await;
+    browser.click(".card.approval button.allow").await;
+    browser.wait_text(".timeline", "Listen.").await;
+    let players = browser
+        .script(
+            "return [...document.querySelectorAll('.step-shown audio.shown-audio')] \
+             .map(a => a.src.slice(0, 22));",
+        )
+        .await;
+    assert_eq!(players, json!(["data:audio/wav;base64,"]));
+    let named = browser.text(".step-shown").await;
+    assert!(named.contains("Audio not played"), "{named}");
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the step does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.scroll_to(".step-shown").await;
+    browser.screenshot("result-sound-phone").await;
+
+    browser.click(".step-shown button.attach-link").await;
+    browser.wait_text("ul.chips", "Chime sheet music").await;
+    browser.type_into("textarea[name=message]", "what does the sheet say?").await;
+    browser.click("button.send").await;
+    browser.wait_text(".timeline", "It says to play softly.").await;
+    let asked = model.chat_bodies().last().unwrap().to_string();
+    assert!(asked.contains("C E G C, softly."), "{asked}");
+}

@@ -670,6 +670,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 let shown = shown_parts(&result);
                 self.keep_images(&shown);
                 let allowed = Step {
+                    server_id: Some(tool.server_id.clone()),
                     is_error: Some(result.is_error),
                     output: Some(wrapped.clone()),
                     shown,
@@ -724,6 +725,7 @@ pub(crate) struct Sampler<'a> {
 fn shown_parts(result: &ToolResult) -> Vec<ShownPart> {
     let mut parts = Vec::new();
     let mut images = 0;
+    let mut sounds = 0;
     let items = result.content.iter().map(|i| (i, true));
     let for_person = result.for_person.iter().map(|i| (i, false));
     for (item, for_model) in items.chain(for_person) {
@@ -758,7 +760,16 @@ fn shown_parts(result: &ToolResult) -> Vec<ShownPart> {
                     named("image", None, None, Some(mime_type))
                 }
             }
-            ContentItem::Audio { mime_type, .. } => named("audio", None, None, Some(mime_type)),
+            ContentItem::Audio { mime_type, data } => {
+                match playable(data).filter(|_| sounds < ShownPart::MAX_AUDIO) {
+                    Some(sniffed) => {
+                        sounds += 1;
+                        let mime_type = sniffed.to_owned();
+                        ShownPart::Audio { mime_type, data: data.clone(), for_model }
+                    }
+                    None => named("audio", None, None, Some(mime_type)),
+                }
+            }
             ContentItem::Resource { uri, mime_type, .. } => {
                 named("resource", Some(uri), None, mime_type.as_deref())
             }
@@ -770,6 +781,23 @@ fn shown_parts(result: &ToolResult) -> Vec<ShownPart> {
         parts.push(part);
     }
     parts
+}
+
+/// The type a sound is played as, from its bytes (a server's word for it is a claim): none
+/// when it is not base64 within the bound, or not audio the page plays.
+fn playable(data: &str) -> Option<&'static str> {
+    use base64::Engine;
+    let base64 = data.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+    if !base64 || data.len() > ShownPart::MAX_AUDIO_BYTES || data.len() < 16 {
+        return None;
+    }
+    // The first bytes say what it is (the sniffer looks at the first KiB at most).
+    let head = &data[..data.len().min(1368) / 4 * 4];
+    let bytes = base64::engine::general_purpose::STANDARD.decode(head).ok()?;
+    match llooma_media::sniff(&bytes, "").kind {
+        llooma_media::Kind::Audio(format) => Some(llooma_media::Kind::Audio(format).content_type()),
+        _ => None,
+    }
 }
 
 /// Progress reports reach the timeline at most twice a second: each is an event every tab

@@ -19,6 +19,9 @@ The server and its tools name icons, good and bad, served from `/icons/` beside 
 the server's a real PNG (carrying a text chunk that must not survive), `report`'s inline, then
 an SVG with a script that calls itself a PNG, a file too large, an address on a private network
 and an SVG-only one. `GET /icons/seen` says which icon requests arrived and with which headers.
+
+`chime()` returns a sound (a real WAV, and a page calling itself MP3) and a link to a resource
+it serves (`music://chime/sheet`).
 """
 
 import asyncio
@@ -34,7 +37,7 @@ from typing import Any
 import uvicorn
 from mcp.server import MCPServer
 from mcp.server.extension import Extension, MethodBinding
-from mcp_types import Icon, RequestParams
+from mcp_types import AudioContent, ContentBlock, Icon, RequestParams, ResourceLink, TextContent
 
 port = int(sys.argv[1])
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -287,6 +290,32 @@ def endless(topic: str) -> str:
 )
 def cancelled_tasks() -> list[str]:
     return cancelled
+
+
+def wav(seconds: float) -> bytes:
+    """A quiet 8 kHz mono tone as a WAV file."""
+    frames = bytes((128 + (20 if (i // 8) % 2 else -20)) for i in range(int(8000 * seconds)))
+    header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(frames), b"WAVE", b"fmt ", 16, 1, 1,
+                         8000, 8000, 1, 8, b"data", len(frames))
+    return header + frames
+
+
+@server.tool(name="chime", description="Plays a chime and links to the sheet music.", structured_output=False)
+def chime() -> list[ContentBlock]:
+    return [
+        TextContent(type="text", text="A chime, and its sheet music."),
+        AudioContent(type="audio", data=base64.b64encode(wav(0.5)).decode(), mime_type="audio/wav"),
+        # Audio that is no such thing: a page calling itself a sound.
+        AudioContent(type="audio", data=base64.b64encode(b"<html><script>x</script></html>" * 4).decode(),
+                     mime_type="audio/mpeg"),
+        ResourceLink(type="resource_link", uri="music://chime/sheet", name="Chime sheet music",
+                     mime_type="text/plain"),
+    ]
+
+
+@server.resource("music://chime/sheet", name="chime-sheet", mime_type="text/plain")
+def chime_sheet() -> str:
+    return "C E G C, softly."
 
 
 mcp_app = server.streamable_http_app()
