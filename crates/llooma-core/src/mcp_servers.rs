@@ -822,9 +822,11 @@ impl App {
                     token
                 }
             };
-            let Some(def) = this.snapshot.tools.iter().find(|t| t.name == candidate.tool) else {
+            let Some(index) = this.snapshot.tools.iter().position(|t| t.name == candidate.tool)
+            else {
                 continue;
             };
+            let def = &this.snapshot.tools[index];
             tools.push(crate::McpTool {
                 model_name: names
                     .model_name(&this.server.id, &def.name)
@@ -838,7 +840,7 @@ impl App {
                 group: candidate.group.clone(),
                 description: def.description.clone().unwrap_or_default(),
                 input_schema: def.input_schema.clone(),
-                output_schema: def.output_schema.clone(),
+                definition: (Arc::clone(&this.snapshot), index),
                 definition_hash: def.hash.clone(),
                 hints: llooma_types::ToolHints::new(def.title.as_deref(), def.annotations.as_ref()),
             });

@@ -326,18 +326,20 @@ pub(crate) async fn put(
     let Some(asker) = asker else {
         return Ok(QuestionAnswer::Decline);
     };
-    let (what, size, limit, shown) = match &asked {
-        Asked::Form { requested_schema } => (
+    let bound = match &asked {
+        Asked::Form { requested_schema } => Some((
             "requested schema",
             requested_schema.to_string().len(),
             MAX_QUESTION_SCHEMA_BYTES,
             "forms",
-        ),
-        Asked::Link { url, .. } => ("address", url.len(), MAX_LINK_BYTES, "addresses"),
-        // Bounded as it was read.
-        Asked::Completion(_) => ("request", 0, 1, "requests"),
+        )),
+        Asked::Link { url, .. } => Some(("address", url.len(), MAX_LINK_BYTES, "addresses")),
+        // Bounded as it was read (`CompletionRequest::from_params`).
+        Asked::Completion(_) => None,
     };
-    if size > limit {
+    if let Some((what, size, limit, shown)) = bound
+        && size > limit
+    {
         return Err(rmcp::ErrorData::invalid_params(
             format!(
                 "the {what} is {size} bytes; this client shows {shown} of at most {limit} bytes"

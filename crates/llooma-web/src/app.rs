@@ -13,7 +13,7 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, NextMessage, message_parts};
-use crate::card::{McpIcon, countdown, send_answer, tool_icon_path};
+use crate::card::{McpIcon, countdown, elsewhere_note, send_answer, tool_icon_path};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::link::{LinkCard, host_of};
@@ -1065,8 +1065,8 @@ fn question_step(step: &Step, server: String, question: String) -> impl IntoView
                 (None, None) => " asked, while running ".to_owned(),
             }}
             <b class="tool">{tool}</b>
-            ": "
-            <q class="asked">{question}</q>
+            {(!question.trim().is_empty())
+                .then(|| view! { ": " <q class="asked">{question}</q> })}
             " — "
             <span class="what">{what}</span>
         </div>
@@ -1621,17 +1621,7 @@ fn ApprovalCard(
                     .and_then(|h| h.title.clone())
                     .map(|title| view! { <span class="tool-title">{format!(" ({title})")}</span> })}
             </header>
-            {elsewhere
-                .then(|| {
-                    view! {
-                        <p class="elsewhere">
-                            <a href=format!(
-                                "/c/{}",
-                                card.conversation_id,
-                            )>"In another conversation"</a>
-                        </p>
-                    }
-                })}
+            {elsewhere_note(elsewhere, &card.conversation_id)}
             <p class="description">{card.tool_description.clone()}</p>
             {card.tool_hints.as_ref().map(said_of_tool).filter(|said| !said.is_empty()).map(|said| {
                 let said = said

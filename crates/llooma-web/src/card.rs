@@ -103,3 +103,15 @@ pub fn tool_icon_path(server_id: &str, tool: &str) -> String {
     }
     format!("/api/v1/mcp/servers/{server_id}/icon?tool={encoded}")
 }
+
+/// On a card of another conversation than the one on screen: where it comes from.
+pub fn elsewhere_note(elsewhere: bool, conversation_id: &str) -> impl IntoView + use<> {
+    let href = format!("/c/{conversation_id}");
+    elsewhere.then(|| {
+        view! {
+            <p class="elsewhere">
+                <a href=href>"In another conversation"</a>
+            </p>
+        }
+    })
+}

@@ -12,7 +12,7 @@ use llooma_types::ApprovalCardView;
 use llooma_types::question::QuestionLink;
 use serde_json::json;
 
-use crate::card::{answer_button, countdown, send_answer};
+use crate::card::{answer_button, countdown, elsewhere_note, send_answer};
 
 /// The card of a page to open (or, `link.waiting`, of a page opened and not yet done).
 #[component]
@@ -104,14 +104,7 @@ pub fn LinkCard(
                 }}
                 <b class="tool">{card.tool_name.clone()}</b>
             </header>
-            {elsewhere
-                .then(|| {
-                    view! {
-                        <p class="elsewhere">
-                            <a href=format!("/c/{}", card.conversation_id)>"In another conversation"</a>
-                        </p>
-                    }
-                })}
+            {elsewhere_note(elsewhere, &card.conversation_id)}
             <blockquote class="question-message">{message}</blockquote>
             <p class="link-host">"Leads to " <b class="host">{host}</b></p>
             <p class="link-address">

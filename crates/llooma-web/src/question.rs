@@ -8,7 +8,7 @@ use llooma_types::ApprovalCardView;
 use llooma_types::question::{FieldKind, FormField, QuestionForm, SamplingView, TextFormat};
 use serde_json::{Map, Number, Value, json};
 
-use crate::card::{answer_button, countdown, send_answer};
+use crate::card::{answer_button, countdown, elsewhere_note, send_answer};
 
 /// The card of a question.
 #[component]
@@ -88,14 +88,7 @@ pub fn QuestionCard(
                 {asks}
                 <b class="tool">{card.tool_name.clone()}</b>
             </header>
-            {elsewhere
-                .then(|| {
-                    view! {
-                        <p class="elsewhere">
-                            <a href=format!("/c/{}", card.conversation_id)>"In another conversation"</a>
-                        </p>
-                    }
-                })}
+            {elsewhere_note(elsewhere, &card.conversation_id)}
             {message}
             {sampling.map(sampling_view)}
             <form class="question-form" on:submit=|ev| ev.prevent_default()>

@@ -6,13 +6,17 @@
 //! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
 //! the result wrapped by the memory guard → a timeline step naming server and tool.
 
+use std::sync::Arc;
+
 use llooma_approval_broker::{
     ApprovalPort, Broker, Context, Gate, NewCall, PendingCall, Unasked, gate,
 };
 use llooma_consent::{
     AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
-use llooma_mcp_client::{CallNews, ContentItem, McpClient, Progress, TaskReport, ToolResult};
+use llooma_mcp_client::{
+    CallNews, ContentItem, McpClient, Progress, Snapshot, TaskReport, ToolResult,
+};
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_net::OutboundPolicy;
 use llooma_providers::{
@@ -40,9 +44,9 @@ pub struct McpTool {
     pub group: String,
     pub description: String,
     pub input_schema: Value,
-    /// The `outputSchema` the tool declares, if any: its structured results are checked
-    /// against it.
-    pub output_schema: Option<Value>,
+    /// The stored snapshot the tool was read from and its place in it: shared, not copied for
+    /// each turn; its `outputSchema`, if any, checks the structured results.
+    pub definition: (Arc<Snapshot>, usize),
     /// The catalogued definition's hash: what consent and the card are tied to.
     pub definition_hash: String,
     /// What the server says of the tool (title and hints), shown on the card: its claims,
@@ -162,6 +166,11 @@ pub const ANNOUNCE_TOOL: &str = "mcp_server_tools";
 pub(crate) type Opened = std::collections::BTreeSet<String>;
 
 impl McpTool {
+    /// The `outputSchema` the tool declares, if any.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.definition.0.tools.get(self.definition.1)?.output_schema.as_ref()
+    }
+
     fn definition(&self) -> ToolDefinition {
         ToolDefinition {
             name: self.model_name.clone(),
@@ -644,8 +653,7 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                 },
             }
         };
-        let unfit =
-            result.as_ref().ok().and_then(|r| r.check_output(tool.output_schema.as_ref()).err());
+        let unfit = result.as_ref().ok().and_then(|r| r.check_output(tool.output_schema()).err());
         if let Some(why) = unfit {
             let failed = Step {
                 error: Some(format!("{}: {why}; the result was not used", tool.server_label)),
