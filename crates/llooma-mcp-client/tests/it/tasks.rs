@@ -231,3 +231,55 @@ async fn a_task_the_server_forgot_or_garbled_ends_the_call_with_why() {
     let err = session.call_tool("no-id", json!({})).await.unwrap_err();
     assert!(err.to_string().contains("whose id is empty"), "{err}");
 }
+
+#[tokio::test]
+async fn a_task_that_keeps_asking_is_cancelled_after_twenty_questions() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let asked = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&asked);
+    // Every poll brings a new question under a new key.
+    let server = hostile(move |method, _| {
+        handshake(method).unwrap_or_else(|| match method {
+            "tools/call" => Reply::Result(handle(10)),
+            "tasks/get" => {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let mut task = handle(10);
+                task["resultType"] = json!("complete");
+                task["status"] = json!("input_required");
+                task["inputRequests"] = json!({format!("q{n}"): {
+                    "method": "elicitation/create",
+                    "params": {"mode": "form", "message": format!("question {n}"),
+                               "requestedSchema": {"type": "object", "properties": {}}},
+                }});
+                Reply::Result(task)
+            }
+            "tasks/update" | "tasks/cancel" => Reply::Result(json!({"resultType": "complete"})),
+            _ => Reply::Default,
+        })
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let (asker, mut news) = tokio::sync::mpsc::channel::<CallNews>(4);
+    let person = tokio::spawn(async move {
+        let mut questions = 0;
+        while let Some(item) = news.recv().await {
+            if let CallNews::Question(question) = item {
+                questions += 1;
+                let _ = question.reply.send(QuestionAnswer::Decline);
+            }
+        }
+        questions
+    });
+    let err = session.call_tool_asking("nosy", json!({}), Some(asker)).await.unwrap_err();
+    assert!(err.to_string().contains("asked more than 20 questions"), "{err}");
+    assert_eq!(person.await.unwrap(), 20);
+    assert_eq!(server.count("tasks/update"), 20);
+    for _ in 0..50 {
+        if server.count("tasks/cancel") == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the task was not cancelled");
+}
