@@ -291,7 +291,7 @@ impl Settings {
             bail!("mcp_call_timeout_secs must be between 1 and 600");
         }
         if !(1..=86_400).contains(&self.mcp_task_max_secs) {
-            bail!("LLOOMA_MCP_TASK_MAX_SECS must be between 1 and 86400 (ten minutes is 600)");
+            bail!("mcp_task_max_secs must be between 1 and 86400 (ten minutes is 600)");
         }
         if self.login_max_failures_per_account == 0 || self.login_max_failures_per_address == 0 {
             bail!("login failure limits must be at least 1");

@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
+
 /// Icons (and failures) kept at once.
 const MAX_KEPT: usize = 512;
 /// How long a fetched icon is served before it is fetched again (a server may change it).
@@ -28,14 +30,33 @@ pub(crate) enum Kept {
     Failed(String),
 }
 
-/// The icons this process fetched, by address; cheap to clone (shared).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct IconCache(Arc<Mutex<HashMap<String, (Instant, Kept)>>>);
+/// The icons this process fetched, by the SHA-256 of their address (a `data:` address is the
+/// picture itself: kept whole as a key it would weigh as much again); cheap to clone (shared).
+/// Fetches at once are bounded instance-wide: icons are a page's decoration, never worth many
+/// connections to servers' origins.
+#[derive(Debug, Clone)]
+pub(crate) struct IconCache {
+    kept: Arc<Mutex<HashMap<[u8; 32], (Instant, Kept)>>>,
+    pub(crate) fetches: Arc<tokio::sync::Semaphore>,
+}
+
+/// Icons fetched at once on the instance; more wait their turn.
+const MAX_FETCHES: usize = 4;
+
+impl Default for IconCache {
+    fn default() -> Self {
+        Self { kept: Arc::default(), fetches: Arc::new(tokio::sync::Semaphore::new(MAX_FETCHES)) }
+    }
+}
+
+fn key(src: &str) -> [u8; 32] {
+    Sha256::digest(src.as_bytes()).into()
+}
 
 impl IconCache {
     pub(crate) fn get(&self, src: &str) -> Option<Kept> {
-        let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let (at, entry) = kept.get(src)?;
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let (at, entry) = kept.get(&key(src))?;
         let keep_for = match entry {
             Kept::Icon(_) => KEPT_FOR,
             Kept::Failed(_) => FAILURE_KEPT_FOR,
@@ -43,13 +64,17 @@ impl IconCache {
         (at.elapsed() < keep_for).then(|| entry.clone())
     }
 
-    pub(crate) fn put(&self, src: String, entry: Kept) {
-        let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if kept.len() >= MAX_KEPT && !kept.contains_key(&src) {
-            // Whole-sale: a few fetches again are the whole cost.
-            kept.clear();
+    pub(crate) fn put(&self, src: &str, entry: Kept) {
+        let key = key(src);
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.len() >= MAX_KEPT && !kept.contains_key(&key) {
+            // The one kept the longest makes room.
+            let oldest = kept.iter().min_by_key(|(_, (at, _))| *at).map(|(k, _)| *k);
+            if let Some(oldest) = oldest {
+                kept.remove(&oldest);
+            }
         }
-        kept.insert(src, (Instant::now(), entry));
+        kept.insert(key, (Instant::now(), entry));
     }
 }
 

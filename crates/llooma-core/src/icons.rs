@@ -67,9 +67,18 @@ impl App {
         let entry = match self.icons.get(&src) {
             Some(entry) => entry,
             None => {
-                let entry = self.fetch_icon(&src).await;
-                self.icons.put(src, entry.clone());
-                entry
+                let _turn = self.icons.fetches.acquire().await.map_err(|_| {
+                    AppError::Internal("the icon fetches' semaphore is closed".into())
+                })?;
+                // Another request may have fetched it while this one waited.
+                match self.icons.get(&src) {
+                    Some(entry) => entry,
+                    None => {
+                        let entry = self.fetch_icon(&src).await;
+                        self.icons.put(&src, entry.clone());
+                        entry
+                    }
+                }
             }
         };
         match entry {

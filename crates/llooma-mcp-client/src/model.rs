@@ -541,18 +541,25 @@ pub(crate) fn prompt_from_json(
     })
 }
 
+/// The images and sounds of one result kept in all, in base64 bytes: room for the four images
+/// and two sounds a step shows at their largest.
+pub const MAX_MEDIA_BYTES: usize = 4 * 1024 * 1024;
+
 /// Hands out a byte budget to content items and records whether anything was cut.
 #[derive(Debug)]
 pub(crate) struct Budget {
     left: usize,
     limit: usize,
+    /// What is left for images and sounds: their own bound, apart from the text the model
+    /// reads (they reach the person, and a model only as a picture or a line).
+    media_left: usize,
     pub(crate) cut: bool,
     pub(crate) total: usize,
 }
 
 impl Budget {
     pub(crate) fn new(limit: usize) -> Self {
-        Self { left: limit, limit, cut: false, total: 0 }
+        Self { left: limit, limit, media_left: MAX_MEDIA_BYTES, cut: false, total: 0 }
     }
 
     fn text(&mut self, text: String) -> String {
@@ -569,12 +576,10 @@ impl Budget {
 
     /// Binary data is kept whole or not at all: half an image is no image.
     fn blob(&mut self, data: &str) -> bool {
-        self.total = self.total.saturating_add(data.len());
-        if data.len() <= self.left {
-            self.left -= data.len();
+        if data.len() <= self.media_left {
+            self.media_left -= data.len();
             true
         } else {
-            self.cut = true;
             false
         }
     }
@@ -598,10 +603,11 @@ impl Budget {
                 (!text.is_empty() || !self.cut).then_some(ContentItem::Text { text })
             }
             "image" | "audio" => {
-                let data = str_field(raw, "data").unwrap_or_default();
+                let mut data = str_field(raw, "data").unwrap_or_default();
                 let mime_type = str_field(raw, "mimeType").unwrap_or_default();
                 if !self.blob(&data) {
-                    return None;
+                    // Named, not kept: an empty item says one came and was left out.
+                    data = String::new();
                 }
                 Some(if kind == "image" {
                     ContentItem::Image { data, mime_type }
@@ -628,9 +634,13 @@ impl Budget {
             return Some(ContentItem::Resource { uri, mime_type, text: Some(text), blob: None });
         }
         let blob = str_field(raw, "blob").unwrap_or_default();
-        if !self.blob(&blob) {
+        // Counted with the text: a resource's bytes are what a model may be given to read.
+        self.total = self.total.saturating_add(blob.len());
+        if blob.len() > self.left {
+            self.cut = true;
             return None;
         }
+        self.left -= blob.len();
         Some(ContentItem::Resource { uri, mime_type, text: None, blob: Some(blob) })
     }
 }
@@ -696,8 +706,14 @@ impl ContentItem {
     pub fn describe(&self) -> String {
         match self {
             ContentItem::Text { text } => text.clone(),
+            ContentItem::Image { mime_type, data } if data.is_empty() => {
+                format!("[image {mime_type}, left out: larger than this client keeps]")
+            }
             ContentItem::Image { mime_type, data } => {
                 format!("[image {mime_type}, {} bytes base64]", data.len())
+            }
+            ContentItem::Audio { mime_type, data } if data.is_empty() => {
+                format!("[audio {mime_type}, left out: larger than this client keeps]")
             }
             ContentItem::Audio { mime_type, data } => {
                 format!("[audio {mime_type}, {} bytes base64]", data.len())

@@ -758,6 +758,8 @@ impl McpSession {
         let operation = format!("tools/call {}", crate::canonical::excerpt(name, 80));
         let protocol =
             |detail: String| (McpError::Protocol { url: self.url.clone(), detail }, Fault::Broken);
+        // A task the server makes of the call is bounded from here, the call's start.
+        let started = tokio::time::Instant::now();
         for round in 0..MAX_INPUT_ROUNDS {
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
             // The idle limit is kept here rather than by rmcp: it must stand still while the
@@ -796,7 +798,7 @@ impl McpSession {
                 ServerResult::InputRequiredResult(required) => required,
                 // Run as a long-running task: followed until it ends.
                 ServerResult::CreateTaskResult(created) => {
-                    return self.follow_task(created.task, &operation).await;
+                    return self.follow_task(created.task, &operation, started).await;
                 }
                 _ => {
                     return Err(protocol(

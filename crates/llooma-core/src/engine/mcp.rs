@@ -627,6 +627,9 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
         };
         sink.event(running(None, None)).await?;
         let mut progress = ProgressPace::default();
+        // A task's words that came too soon after the last report: told once the pace allows.
+        let mut task_state = None;
+        let mut pending: Option<TaskReport> = None;
         let mut called = std::pin::pin!(called);
         let result = loop {
             tokio::select! {
@@ -646,11 +649,23 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                         }
                     }
                     CallNews::Task(report) => {
-                        // Each is a change, at most two a second (the client polls no faster):
-                        // every one is told, or the step would keep stale words.
-                        sink.event(running(None, Some(report))).await?;
+                        // A new status is told at once; new words at the pace of progress
+                        // reports, the latest kept until then so the step never keeps stale ones.
+                        let changed = task_state.replace(report.status) != Some(report.status);
+                        if progress.due() || changed {
+                            pending = None;
+                            sink.event(running(None, Some(report))).await?;
+                        } else {
+                            pending = Some(report);
+                        }
                     }
                 },
+                () = progress.until_due(), if pending.is_some() => {
+                    if let Some(report) = pending.take() {
+                        progress.due();
+                        sink.event(running(None, Some(report))).await?;
+                    }
+                }
             }
         };
         let unfit = result.as_ref().ok().and_then(|r| r.check_output(tool.output_schema()).err());
@@ -758,6 +773,7 @@ fn shown_parts(result: &ToolResult) -> Vec<ShownPart> {
                 let raster = ShownPart::IMAGE_TYPES.contains(&mime_type.as_str());
                 let base64 = data.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
                 if raster
+                    && !data.is_empty()
                     && base64
                     && data.len() <= ShownPart::MAX_IMAGE_BYTES
                     && images < ShownPart::MAX_IMAGES
@@ -817,6 +833,13 @@ struct ProgressPace {
 
 impl ProgressPace {
     const EVERY: std::time::Duration = std::time::Duration::from_millis(500);
+
+    /// Waits until a report would be due.
+    async fn until_due(&self) {
+        if let Some(last) = self.last {
+            tokio::time::sleep_until((last + Self::EVERY).into()).await;
+        }
+    }
 
     fn due(&mut self) -> bool {
         let now = std::time::Instant::now();

@@ -27,10 +27,14 @@ use crate::error::{McpError, human};
 use crate::model::ToolResult;
 
 /// The quickest and slowest the task is polled, whatever the server asks: a server cannot make
-/// us poll it in a busy loop, nor keep a person waiting long after its task ended. At most two
-/// polls a second also keeps what is told of the task at the pace of progress reports.
+/// us poll it in a busy loop, nor keep a person waiting long after its task ended; between
+/// the two the server's pace is honoured. At most two polls a second also keeps what is told
+/// of the task at the pace of progress reports.
 const FASTEST_POLL: Duration = Duration::from_millis(500);
-const SLOWEST_POLL: Duration = Duration::from_secs(5);
+const SLOWEST_POLL: Duration = Duration::from_secs(60);
+/// Polls in a row that may fail for a passing reason (a timeout, a busy or restarting server)
+/// before the task is given up.
+const MAX_FAILED_POLLS: u32 = 3;
 /// The pace when the server names none.
 const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// Task ids longer than this are not followed (an id is sent back with every poll).
@@ -46,6 +50,7 @@ impl McpSession {
         &self,
         seed: Task,
         operation: &str,
+        started: Instant,
     ) -> Result<ToolResult, (McpError, Fault)> {
         let ended = |how: String| {
             (
@@ -64,7 +69,6 @@ impl McpSession {
                 Fault::Broken,
             ));
         }
-        let started = Instant::now();
         let bound = self.config.max_task_duration;
         // Until the task ends by itself, leaving (the caller dropped, an error below) cancels it.
         let mut cancel = CancelTaskOnDrop {
@@ -77,22 +81,26 @@ impl McpSession {
         let mut answered: HashSet<String> = HashSet::new();
         let mut pace = seed.poll_interval_ms;
         let get_operation = format!("tasks/get for {operation}");
+        let timeout = self.config.request_timeout;
+        let mut failed_polls = 0;
         loop {
-            let pause =
-                pace.map_or(DEFAULT_POLL, Duration::from_millis).clamp(FASTEST_POLL, SLOWEST_POLL);
-            if started.elapsed() + pause > bound {
+            let pause = pace
+                .map_or(DEFAULT_POLL, Duration::from_millis)
+                .clamp(FASTEST_POLL, SLOWEST_POLL)
+                .saturating_mul(1 << failed_polls);
+            let Some(left) = bound.checked_sub(started.elapsed()).filter(|l| !l.is_zero()) else {
                 // Cancelled on the way out, by the guard.
                 return Err(ended(format!(
                     "was still running after {}, the longest a task may run on this instance; \
                      it was cancelled (an administrator can raise LLOOMA_MCP_TASK_MAX_SECS)",
                     human(bound)
                 )));
-            }
-            tokio::time::sleep(pause).await;
+            };
+            // The last poll falls on the bound, so a task that ended just before it is seen.
+            tokio::time::sleep(pause.min(left)).await;
             let request = ClientRequest::GetTaskRequest(GetTaskRequest::new(GetTaskParams::new(
                 task_id.clone(),
             )));
-            let timeout = self.config.request_timeout;
             let got = self
                 .request_classified(
                     request,
@@ -117,11 +125,17 @@ impl McpSession {
                     // It no longer knows the task (expired, lost in a restart): nothing to cancel.
                     cancel.disarm();
                     return Err(ended(format!(
-                        "the server no longer knows ({message}); try the call again"
+                        "the server no longer knows ({message}), so whether it finished is unknown"
                     )));
                 }
-                Err(failed) => return Err(failed),
+                Err((error, _)) if passing(&error) && failed_polls + 1 < MAX_FAILED_POLLS => {
+                    failed_polls += 1;
+                    tracing::debug!(url = %self.url, %error, "a poll of a task failed; trying again");
+                    continue;
+                }
+                Err(failed) => return Err(ran(failed)),
             };
+            failed_polls = 0;
             if detailed.task.task_id != task_id {
                 return Err((
                     McpError::Protocol {
@@ -191,11 +205,31 @@ impl McpSession {
                         timeout,
                         |_| {},
                     )
-                    .await?;
+                    .await
+                    .map_err(ran)?;
                 }
                 _ => {}
             }
         }
+    }
+}
+
+/// A failed request about a task that already runs: whatever became of the session, the call
+/// was made, so it must never be sent again as one the server did not run.
+fn ran((error, fault): (McpError, Fault)) -> (McpError, Fault) {
+    (error, if fault == Fault::NotRun { Fault::Broken } else { fault })
+}
+
+/// Whether a failed poll may pass by itself: no answer in time, a busy or restarting server, a
+/// connection cut. A refusal or a reply that is not MCP does not.
+fn passing(error: &McpError) -> bool {
+    match error {
+        McpError::Timeout { .. } | McpError::Disconnected { .. } | McpError::Unreachable { .. } => {
+            true
+        }
+        McpError::HttpStatus { status, .. } => *status == 429 || *status >= 500,
+        McpError::Server { code, .. } => *code == -32603,
+        _ => false,
     }
 }
 
@@ -224,14 +258,16 @@ impl<'a> Reporter<'a> {
         if self.last == now {
             return;
         }
-        self.last = now;
         // The server answered a poll: it is at work, whatever the call's idle timer thinks.
         let slot = &self.session.service.service().call;
         slot.stirred();
         if let Some(asker) = slot.asker() {
             let report = TaskReport { task_id: self.task_id.clone(), status: state, message };
-            // Never waits: a caller busy with a question misses a report, not the task.
-            let _ = asker.try_send(CallNews::Task(report));
+            // Never waits: a caller busy with a question misses a report, not the task; the
+            // next poll tells it again.
+            if asker.try_send(CallNews::Task(report)).is_ok() {
+                self.last = now;
+            }
         }
     }
 }

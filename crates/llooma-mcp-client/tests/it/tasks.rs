@@ -199,6 +199,16 @@ async fn a_task_the_server_forgot_or_garbled_ends_the_call_with_why() {
                 task["taskId"] = json!("t-2");
                 Reply::Result(task)
             }
+            ("tools/call", Some("swaps")) => {
+                let mut task = handle(10);
+                task["taskId"] = json!("t-3");
+                Reply::Result(task)
+            }
+            // Asked about t-3, it answers about another task.
+            ("tasks/get", _) if params["taskId"] == "t-3" => Reply::Result(json!({
+                "resultType": "complete", "taskId": "t-9", "status": "working",
+                "createdAt": "x", "lastUpdatedAt": "x", "ttlMs": null,
+            })),
             ("tools/call", _) => Reply::Result(json!({"resultType": "task", "taskId": "", "status": "working", "createdAt": "x", "lastUpdatedAt": "x", "ttlMs": null})),
             ("tasks/get", _) if params["taskId"] == "t-1" => {
                 Reply::Error(-32602, "Failed to retrieve task: Task has expired")
@@ -220,7 +230,8 @@ async fn a_task_the_server_forgot_or_garbled_ends_the_call_with_why() {
             .contains("the server no longer knows (Failed to retrieve task: Task has expired)"),
         "{err}"
     );
-    // Nothing to cancel: it is gone.
+    // Nothing to cancel: it is gone (a cancellation would be on its way by now).
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(server.count("tasks/cancel"), 0);
 
     let err = client.connect(&server.url(), None).await.unwrap();
@@ -230,6 +241,87 @@ async fn a_task_the_server_forgot_or_garbled_ends_the_call_with_why() {
     let session = client.connect(&server.url(), None).await.unwrap();
     let err = session.call_tool("no-id", json!({})).await.unwrap_err();
     assert!(err.to_string().contains("whose id is empty"), "{err}");
+
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let err = session.call_tool("swaps", json!({})).await.unwrap_err();
+    assert!(err.to_string().contains("about another task"), "{err}");
+}
+
+#[tokio::test]
+async fn a_question_the_server_repeats_while_it_is_answered_is_put_once() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let polls = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = std::sync::Arc::clone(&polls);
+    // The same question, under the same key, on the first six polls (before and after its
+    // answer arrived), then the result.
+    let server = hostile(move |method, _| {
+        handshake(method).unwrap_or_else(|| match method {
+            "tools/call" => Reply::Result(handle(10)),
+            "tasks/get" => {
+                let n = seen.fetch_add(1, Ordering::SeqCst);
+                let mut task = handle(10);
+                task["resultType"] = json!("complete");
+                if n < 6 {
+                    task["status"] = json!("input_required");
+                    task["inputRequests"] = json!({"pick": {
+                        "method": "elicitation/create",
+                        "params": {"mode": "form", "message": "Which one?",
+                                   "requestedSchema": {"type": "object", "properties": {}}},
+                    }});
+                } else {
+                    task["status"] = json!("completed");
+                    task["result"] = json!({"content": [{"type": "text", "text": "picked"}]});
+                }
+                Reply::Result(task)
+            }
+            "tasks/update" => Reply::Result(json!({"resultType": "complete"})),
+            _ => Reply::Default,
+        })
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let session = client.connect(&server.url(), None).await.unwrap();
+    let (asker, mut news) = tokio::sync::mpsc::channel::<CallNews>(4);
+    let person = tokio::spawn(async move {
+        let mut questions = 0;
+        while let Some(item) = news.recv().await {
+            if let CallNews::Question(question) = item {
+                questions += 1;
+                let _ = question.reply.send(QuestionAnswer::Accept(serde_json::Map::new()));
+            }
+        }
+        questions
+    });
+    let result = session.call_tool_asking("pick", json!({}), Some(asker)).await.unwrap();
+    assert_eq!(result.text_for_model(), "picked");
+    assert_eq!(person.await.unwrap(), 1);
+    assert_eq!(server.count("tasks/update"), 1);
+    assert!(polls.load(Ordering::SeqCst) >= 7);
+}
+
+#[tokio::test]
+async fn a_task_whose_session_is_lost_is_never_sent_again() {
+    // The call became a task; then its polls are refused as a request the server did not run
+    // (a restart, another replica behind a balancer): the call itself ran, so it must not run
+    // again on a new session.
+    let server = crate::support::hostile_with_sessions(|method, params| {
+        handshake(method).unwrap_or_else(|| match (method, params["name"].as_str()) {
+            ("tools/call", Some("warm")) => {
+                Reply::Result(json!({"content": [{"type": "text", "text": "warm"}]}))
+            }
+            ("tools/call", _) => Reply::Result(handle(10)),
+            // What a server says of a request it did not run.
+            ("tasks/get", _) => Reply::Status(400, "no such session"),
+            _ => Reply::Default,
+        })
+    })
+    .await;
+    let client = client_for(server.port(), quick_config());
+    let url = server.url();
+    // A first call leaves its session kept: the next one reuses it.
+    client.call_tool(&url, None, "warm", json!({})).await.unwrap();
+    let err = client.call_tool(&url, None, "once", json!({})).await.unwrap_err();
+    assert_eq!(server.count("tools/call"), 2, "the call was sent again: {err}");
 }
 
 #[tokio::test]

@@ -304,7 +304,8 @@ def wav(seconds: float) -> bytes:
 def chime() -> list[ContentBlock]:
     return [
         TextContent(type="text", text="A chime, and its sheet music."),
-        AudioContent(type="audio", data=base64.b64encode(wav(0.5)).decode(), mime_type="audio/wav"),
+        # Ten seconds: more than the text a model is given of a result, less than a sound kept.
+        AudioContent(type="audio", data=base64.b64encode(wav(10.0)).decode(), mime_type="audio/wav"),
         # Audio that is no such thing: a page calling itself a sound.
         AudioContent(type="audio", data=base64.b64encode(b"<html><script>x</script></html>" * 4).decode(),
                      mime_type="audio/mpeg"),
