@@ -36,9 +36,12 @@ pub(crate) enum Kept {
 /// connections to servers' origins.
 #[derive(Debug, Clone)]
 pub(crate) struct IconCache {
-    kept: Arc<Mutex<HashMap<[u8; 32], (Instant, Kept)>>>,
+    kept: Arc<Mutex<Entries>>,
     pub(crate) fetches: Arc<tokio::sync::Semaphore>,
 }
+
+/// By the SHA-256 of the icon's address: when it was kept, and what.
+type Entries = HashMap<[u8; 32], (Instant, Kept)>;
 
 /// Icons fetched at once on the instance; more wait their turn.
 const MAX_FETCHES: usize = 4;
