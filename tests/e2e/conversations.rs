@@ -1651,3 +1651,65 @@ async fn the_model_reads_the_conversation_as_it_stands_on_every_turn() {
     ]));
     assert_eq!(last_asked(&model), conversation, "what the other replica wrote is read");
 }
+
+/// A conversation downloads as Markdown to read and as JSON holding all of it; nobody else's.
+#[tokio::test]
+async fn a_conversation_exports_as_markdown_and_json_for_its_owner_only() {
+    let model = FakeModel::start([Reply::text("Bonjour! Paris is lovely in May.").chunks(5)])
+        .await
+        .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = setup(&server, &model).await;
+    tab.send(
+        "PATCH",
+        &format!("/api/v1/conversations/{id}"),
+        Some(json!({"title": "Trip: Paris / May?"})),
+    )
+    .await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "When to go?"}))
+        .await;
+    until_end(&mut events).await;
+
+    let (status, headers, body) =
+        tab.fetch(&format!("/api/v1/conversations/{id}/export?format=markdown")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "text/markdown; charset=utf-8");
+    let disposition = headers["content-disposition"].to_str().unwrap();
+    assert!(disposition.starts_with("attachment; filename=\"Trip-Paris-May.md\""), "{disposition}");
+    let markdown = String::from_utf8(body).unwrap();
+    assert!(markdown.starts_with("# Trip: Paris / May?\n"), "{markdown}");
+    let you = markdown.find("## You · ").expect("the person's message");
+    let asked = markdown.find("When to go?").unwrap();
+    let model_heading = markdown.find("## fake-model · ").expect("the reply, under its model");
+    let answer = markdown.find("Bonjour! Paris is lovely in May.").unwrap();
+    assert!(you < asked && asked < model_heading && model_heading < answer, "{markdown}");
+
+    let (status, headers, body) =
+        tab.fetch(&format!("/api/v1/conversations/{id}/export?format=json")).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "application/json");
+    let all: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(all["format"], "llooma.conversation");
+    assert_eq!(all["version"], 1);
+    assert_eq!(all["conversation"]["title"], "Trip: Paris / May?");
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await.json;
+    assert_eq!(all["messages"], detail["messages"]);
+    assert_eq!(all["replies"], detail["replies"]);
+    assert_eq!(all["replies"][0]["parts"][0]["text"], "Bonjour! Paris is lovely in May.");
+
+    let wrong = tab.get(&format!("/api/v1/conversations/{id}/export?format=pdf")).await;
+    assert_eq!(wrong.status, 400, "{wrong:?}");
+    assert!(wrong.json["message"].as_str().unwrap().contains("markdown or json"), "{wrong:?}");
+    // Another account, or nobody, gets nothing.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("other", PASSWORD).await;
+    let (status, _, _) =
+        other.fetch(&format!("/api/v1/conversations/{id}/export?format=json")).await;
+    assert_eq!(status, 404);
+    let (status, _, _) =
+        server.tab().fetch(&format!("/api/v1/conversations/{id}/export?format=json")).await;
+    assert_eq!(status, 401);
+}

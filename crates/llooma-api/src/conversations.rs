@@ -18,6 +18,7 @@ use futures::{Stream, StreamExt};
 use llooma_core::conversations::{
     ChosenPrompt, ChosenResource, ConversationChange, NewConversation, NewMessage,
 };
+use llooma_core::export::ExportFormat;
 use llooma_types::{ConversationDetail, ConversationView, ProviderModels, TurnStarted};
 use serde::Deserialize;
 
@@ -161,6 +162,50 @@ pub async fn get(
     Path(id): Path<String>,
 ) -> Result<Json<ConversationDetail>, ApiError> {
     Ok(Json(state.app.conversation_detail(&signed_in.account.id, &id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportQuery {
+    /// `markdown` (or `md`) or `json`.
+    format: String,
+}
+
+/// `GET /api/v1/conversations/{id}/export?format=markdown|json`: the conversation as a file to
+/// download (see `llooma_core::export`).
+pub async fn export(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path(id): Path<String>,
+    ApiQuery(query): ApiQuery<ExportQuery>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    let format = ExportFormat::parse(&query.format)?;
+    let exported = state.app.export_conversation(&signed_in.account.id, &id, format).await?;
+    let mut response = exported.body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(exported.content_type));
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    // The plain name for every browser, and the exact one (RFC 6266) for those that read it.
+    let ascii: String =
+        exported.file_name.chars().map(|c| if c.is_ascii() { c } else { '_' }).collect();
+    let encoded: String = exported
+        .file_name
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    let disposition = format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}");
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
+    Ok(response)
 }
 
 /// `PATCH /api/v1/conversations/{id}`: title, model, persona, and the MCP tools switch.

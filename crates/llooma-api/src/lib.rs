@@ -148,6 +148,7 @@ pub fn router(state: AppState) -> Router {
             get(conversations::get).patch(conversations::patch).delete(conversations::delete),
         )
         .route("/conversations/{id}/messages", post(conversations::send))
+        .route("/conversations/{id}/export", get(conversations::export))
         .route("/conversations/{id}/files", post(files::upload))
         .route("/files/{id}", get(files::download).delete(files::delete))
         .route("/files/{id}/thumbnail", get(files::thumbnail))

@@ -23,6 +23,7 @@ pub mod builtins;
 pub mod conversations;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod fields;
 pub mod files;
 mod history_cache;

@@ -648,6 +648,25 @@ fn Conversation(
                     </button>
                     <a class="back" href="/">"← Conversations"</a>
                     <h1 class="title">{conversation.title.clone()}</h1>
+                    <details class="export-menu">
+                        <summary>"Export"</summary>
+                        <div class="export-choices">
+                            <a
+                                class="export-markdown"
+                                href=format!("/api/v1/conversations/{id}/export?format=markdown")
+                                download=""
+                            >
+                                "As Markdown"
+                            </a>
+                            <a
+                                class="export-json"
+                                href=format!("/api/v1/conversations/{id}/export?format=json")
+                                download=""
+                            >
+                                "As JSON (everything)"
+                            </a>
+                        </div>
+                    </details>
                 </div>
                 // The messages scroll above the composer and open on the latest one; the cards
                 // waiting for an answer come right after them, above the composer.

@@ -636,3 +636,38 @@ async fn browser_admin_opens_on_what_needs_doing_and_adds_a_model_on_this_machin
     browser.wait_text("main", "No persona yet.").await;
     assert_eq!(api.get("/api/v1/personas").await.json, json!([]));
 }
+
+/// On a phone the conversation's Export menu fits and its links download the conversation.
+#[tokio::test]
+async fn browser_a_conversation_is_exported_from_its_header_on_a_phone() {
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    let model = FakeModel::start([Reply::text("Take the night train.")]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (_, ids) = with_conversations(&server, &model, 1).await;
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{}", ids[0])).await;
+    browser.wait_live().await;
+    browser.type_into("textarea[name=message]", "How do I get to Vienna?").await;
+    browser.click("button.send").await;
+    browser.wait_text(".timeline", "Take the night train.").await;
+
+    browser.click(".chat-head .export-menu summary").await;
+    browser.wait_text(".export-choices", "As Markdown").await;
+    let out = browser.sticking_out(390).await;
+    assert!(out.is_empty(), "the export menu does not fit 390 pixels:\n{}", out.join("\n"));
+    browser.screenshot("export-phone").await;
+    // What the link downloads: the conversation, as Markdown.
+    let text = browser
+        .script(
+            "const a = document.querySelector('.export-choices a.export-markdown'); \
+             if (!a.hasAttribute('download')) return 'no download attribute'; \
+             const r = new XMLHttpRequest(); r.open('GET', a.href, false); r.send(); \
+             return r.status + ' ' + r.responseText;",
+        )
+        .await;
+    let text = text.as_str().unwrap();
+    assert!(text.starts_with("200 # Chat 1"), "{text}");
+    assert!(text.contains("How do I get to Vienna?") && text.contains("Take the night train."));
+}
