@@ -73,6 +73,12 @@ async fn next_card(cards: &mut Events) -> Value {
 
 /// The text and steps of the turn, up to its end.
 async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
+    let (text, steps, _) = read_turn_and_end(events).await;
+    (text, steps)
+}
+
+/// The text and steps of the turn, and how it ended.
+async fn read_turn_and_end(events: &mut Events) -> (String, Vec<Value>, Value) {
     let mut text = String::new();
     let mut steps = Vec::new();
     loop {
@@ -80,7 +86,23 @@ async fn read_turn(events: &mut Events) -> (String, Vec<Value>) {
         match name.as_str() {
             "text" => text.push_str(data["delta"].as_str().unwrap()),
             "step" => steps.push(data),
-            "end" => return (text, steps),
+            "end" => return (text, steps, data),
+            _ => {}
+        }
+    }
+}
+
+/// A running call's progress reports, up to the step `settles` picks.
+async fn progress_until(
+    events: &mut Events,
+    settles: impl Fn(&Value) -> bool,
+) -> (Vec<Value>, Value) {
+    let mut progress = Vec::new();
+    loop {
+        let (name, data) = events.next().await;
+        match name.as_str() {
+            "progress" => progress.push(data),
+            "step" if settles(&data) => return (progress, data),
             _ => {}
         }
     }
@@ -225,15 +247,7 @@ async fn a_running_calls_progress_is_told_live_and_the_step_settles_it() {
     let card = next_card(&mut cards).await;
     w.answer(&card, json!({"choice": "allow"})).await;
 
-    let mut progress = Vec::new();
-    let settled = loop {
-        let (name, data) = events.next().await;
-        match name.as_str() {
-            "progress" => progress.push(data),
-            "step" => break data,
-            _ => {}
-        }
-    };
+    let (progress, settled) = progress_until(&mut events, |_| true).await;
     // As it leaves: the call runs, nothing reported yet; then the server's own reports, at
     // most two a second.
     assert_eq!(progress[0]["callId"], card["id"]);
@@ -275,15 +289,7 @@ async fn stop_while_a_question_waits_withdraws_its_card_and_ends_the_call() {
             break;
         }
     }
-    let mut steps = Vec::new();
-    let end = loop {
-        let (name, data) = events.next().await;
-        match name.as_str() {
-            "step" => steps.push(data),
-            "end" => break data,
-            _ => {}
-        }
-    };
+    let (_, steps, end) = read_turn_and_end(&mut events).await;
     assert_eq!(end["state"], "stopped");
     let asked = steps.iter().find(|s| s["callId"] == card["id"]).expect("the question's step");
     assert_eq!(asked["state"], "interrupted");
@@ -599,15 +605,10 @@ async fn a_call_run_as_a_task_tells_where_it_stands_and_asks_through_a_card() {
         w.answer(&card, json!({"choice": "accept", "content": {"meaning": "snake"}})).await;
     assert_eq!(answered.status, 200, "{answered:?}");
 
-    let mut progress = Vec::new();
-    let settled = loop {
-        let (name, data) = events.next().await;
-        match name.as_str() {
-            "progress" => progress.push(data),
-            "step" if data["state"] != "waiting" && data.get("question").is_none() => break data,
-            _ => {}
-        }
-    };
+    let (progress, settled) = progress_until(&mut events, |step| {
+        step["state"] != "waiting" && step.get("question").is_none()
+    })
+    .await;
     let told = |status: &str| progress.iter().filter(|p| p["task"] == status).count();
     assert!(told("working") >= 1, "{progress:?}");
     assert!(told("input_required") >= 1, "{progress:?}");
@@ -645,12 +646,7 @@ async fn stop_during_a_task_cancels_it_on_the_server() {
     }
     let stopped = w.tab.post(&format!("/api/v1/conversations/{id}/stop"), json!({})).await;
     assert_eq!(stopped.status, 202, "{stopped:?}");
-    let end = loop {
-        let (name, data) = events.next().await;
-        if name == "end" {
-            break data;
-        }
-    };
+    let (_, _, end) = read_turn_and_end(&mut events).await;
     assert_eq!(end["state"], "stopped");
     // The server heard it: its own list of cancelled tasks, read behind Llooma's back.
     let ours = crate::peers::client_for(&peer);

@@ -23,6 +23,7 @@ use llooma_types::{ConversationDetail, ConversationView, ProviderModels, TurnSta
 use serde::Deserialize;
 
 use crate::AppState;
+use crate::download::{Disposition, content_disposition};
 use crate::error::ApiError;
 use crate::extract::{ApiJson, ApiQuery};
 use crate::session::SignedIn;
@@ -186,24 +187,10 @@ pub async fn export(
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(exported.content_type));
     headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    // The plain name for every browser, and the exact one (RFC 6266) for those that read it.
-    let ascii: String =
-        exported.file_name.chars().map(|c| if c.is_ascii() { c } else { '_' }).collect();
-    let encoded: String = exported
-        .file_name
-        .bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-_.".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect();
-    let disposition = format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}");
-    if let Ok(value) = HeaderValue::from_str(&disposition) {
-        headers.insert(header::CONTENT_DISPOSITION, value);
-    }
+    headers.insert(
+        header::CONTENT_DISPOSITION,
+        content_disposition(Disposition::Attachment, &exported.file_name),
+    );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
     Ok(response)
 }

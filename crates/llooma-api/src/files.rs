@@ -18,6 +18,7 @@ use llooma_types::{FileUsage, FileView};
 use serde::Deserialize;
 
 use crate::AppState;
+use crate::download::{Disposition, content_disposition};
 use crate::error::ApiError;
 use crate::extract::ApiQuery;
 use crate::session::{Admin, SignedIn};
@@ -186,15 +187,9 @@ fn served(view: &FileView, content_type: &str, bytes: Vec<u8>) -> Response {
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
     // A file never changes under its id; it is the account's own.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=86400"));
-    let disposition = if view.kind == "image" { "inline" } else { "attachment" };
-    let name: String = view
-        .name
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || ".-_ ".contains(c) { c } else { '_' })
-        .collect();
-    if let Ok(value) = HeaderValue::from_str(&format!("{disposition}; filename=\"{name}\"")) {
-        headers.insert(header::CONTENT_DISPOSITION, value);
-    }
+    let disposition =
+        if view.kind == "image" { Disposition::Inline } else { Disposition::Attachment };
+    headers.insert(header::CONTENT_DISPOSITION, content_disposition(disposition, &view.name));
     response
 }
 

@@ -15,6 +15,7 @@ mod bots;
 mod catalogue;
 mod conversations;
 mod csrf;
+mod download;
 pub mod error;
 mod extract;
 mod files;

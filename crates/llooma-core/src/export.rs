@@ -12,6 +12,7 @@ use llooma_types::{ConversationDetail, EndState, Reply, ReplyPart, Step, StepSta
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::engine::html::one_line;
 use crate::error::AppError;
 
 /// What a conversation is exported as.
@@ -191,10 +192,6 @@ fn step_line(step: &Step) -> String {
         let _ = write!(line, ": {}", one_line(error));
     }
     line
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ const FAILURE_KEPT_FOR: Duration = Duration::from_secs(10 * 60);
 /// An icon as the instance serves it: encoded anew, at most 96 pixels a side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServedIcon {
-    pub bytes: Vec<u8>,
+    pub bytes: bytes::Bytes,
     pub content_type: &'static str,
 }
 
@@ -78,19 +78,5 @@ impl IconCache {
             }
         }
         kept.insert(key, (Instant::now(), entry));
-    }
-}
-
-/// Where the instance serves the icon of a server (`tool: None`) or of one of its tools.
-pub fn icon_path(server_id: &str, tool: Option<&str>) -> String {
-    let path = format!("/api/v1/mcp/servers/{server_id}/icon");
-    match tool {
-        None => path,
-        Some(tool) => {
-            let query: String = url::form_urlencoded::Serializer::new(String::new())
-                .append_pair("tool", tool)
-                .finish();
-            format!("{path}?{query}")
-        }
     }
 }

@@ -109,7 +109,7 @@ impl App {
             tokio::task::spawn_blocking(move || prepare_image(&bytes, &icon_limits())).await;
         match prepared {
             Ok(Ok(image)) => Kept::Icon(Arc::new(ServedIcon {
-                bytes: image.bytes,
+                bytes: bytes::Bytes::from(image.bytes),
                 content_type: image.content_type,
             })),
             Ok(Err(err)) => Kept::Failed(unreadable(&err)),

@@ -213,7 +213,7 @@ fn catalogue(
             annotations: t.annotations.clone(),
             input_schema: t.input_schema.clone(),
             enabled: active && on.contains(t.name.as_str()),
-            icon: t.icon.as_ref().map(|_| crate::icon_cache::icon_path(&id, Some(&t.name))),
+            icon: t.icon.as_ref().map(|_| llooma_types::mcp_icon_path(&id, Some(&t.name))),
         })
         .collect();
     (group_views, tools)
@@ -239,7 +239,7 @@ fn server_view(server: &McpServer, snapshot: &Snapshot) -> McpServerView {
         group_count: groups.len(),
         snapshot_taken_at: llooma_store::ms_to_rfc3339(server.snapshot_taken_at_ms),
         snapshot_stale: server.snapshot_stale,
-        icon: snapshot.server.icon.as_ref().map(|_| crate::icon_cache::icon_path(&server.id, None)),
+        icon: snapshot.server.icon.as_ref().map(|_| llooma_types::mcp_icon_path(&server.id, None)),
     }
 }
 
@@ -840,7 +840,7 @@ impl App {
                 group: candidate.group.clone(),
                 description: def.description.clone().unwrap_or_default(),
                 input_schema: def.input_schema.clone(),
-                definition: (Arc::clone(&this.snapshot), index),
+                definition: crate::engine::mcp::StoredTool::new(Arc::clone(&this.snapshot), index),
                 definition_hash: def.hash.clone(),
                 hints: llooma_types::ToolHints::new(def.title.as_deref(), def.annotations.as_ref()),
             });

@@ -395,6 +395,17 @@ pub fn register_link(address: &str, label: &str) -> String {
     link
 }
 
+/// Where the instance serves the icon of an MCP server (`tool: None`) or of one of its tools (a
+/// server's tool names may hold any character, so the name is percent-encoded).
+pub fn mcp_icon_path(server_id: &str, tool: Option<&str>) -> String {
+    match tool {
+        None => format!("/api/v1/mcp/servers/{server_id}/icon"),
+        Some(tool) => {
+            format!("/api/v1/mcp/servers/{server_id}/icon?tool={}", encode_query_value(tool))
+        }
+    }
+}
+
 /// Percent-encodes everything but unreserved characters (RFC 3986), for a query value.
 pub fn encode_query_value(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

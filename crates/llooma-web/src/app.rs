@@ -13,7 +13,7 @@ use llooma_types::{
 use serde_json::{Value, json};
 
 use crate::attach::{AttachPanel, Attachables, Chosen, Menu, NextMessage, message_parts};
-use crate::card::{McpIcon, countdown, elsewhere_note, send_answer, tool_icon_path};
+use crate::card::{McpIcon, countdown, elsewhere_note, send_answer};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::link::{LinkCard, host_of};
@@ -1630,7 +1630,7 @@ fn ApprovalCard(
     EitherOf3::C(view! {
         <article class="card approval" data-call=card.id.clone()>
             <header>
-                <McpIcon src=tool_icon_path(&card.server_id, &card.tool_name) />
+                <McpIcon src=llooma_types::mcp_icon_path(&card.server_id, Some(&card.tool_name)) />
                 <span class="server">{card.server_label.clone()}</span>
                 " wants to run "
                 <b class="tool">{card.tool_name.clone()}</b>

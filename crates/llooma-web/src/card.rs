@@ -90,20 +90,6 @@ pub fn McpIcon(src: String) -> impl IntoView {
     }
 }
 
-/// Where the instance serves the icon of a server's tool (the tool's name percent-encoded: a
-/// server's names may hold any character).
-pub fn tool_icon_path(server_id: &str, tool: &str) -> String {
-    let mut encoded = String::with_capacity(tool.len());
-    for byte in tool.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-_.~".contains(&byte) {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    format!("/api/v1/mcp/servers/{server_id}/icon?tool={encoded}")
-}
-
 /// On a card of another conversation than the one on screen: where it comes from.
 pub fn elsewhere_note(elsewhere: bool, conversation_id: &str) -> impl IntoView + use<> {
     let href = format!("/c/{conversation_id}");

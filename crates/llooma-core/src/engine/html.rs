@@ -118,7 +118,7 @@ pub fn html_to_text(html: &str) -> PageText {
             }
         }
     }
-    let title = collapse(&decode_entities(&title)).trim().to_owned();
+    let title = one_line(&decode_entities(&title));
     PageText { title: (!title.is_empty()).then_some(title), text: tidy(&out) }
 }
 
@@ -167,6 +167,12 @@ fn tidy(raw: &str) -> String {
         text.push_str(line);
     }
     text
+}
+
+/// Text on one line: every run of whitespace (line breaks included) becomes one space, none at
+/// either end.
+pub fn one_line(s: &str) -> String {
+    collapse(s).trim().to_owned()
 }
 
 fn collapse(s: &str) -> String {

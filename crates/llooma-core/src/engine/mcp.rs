@@ -44,14 +44,34 @@ pub struct McpTool {
     pub group: String,
     pub description: String,
     pub input_schema: Value,
-    /// The stored snapshot the tool was read from and its place in it: shared, not copied for
-    /// each turn; its `outputSchema`, if any, checks the structured results.
-    pub definition: (Arc<Snapshot>, usize),
+    /// The stored definition the tool was read from; its `outputSchema`, if any, checks the
+    /// structured results.
+    pub definition: StoredTool,
     /// The catalogued definition's hash: what consent and the card are tied to.
     pub definition_hash: String,
     /// What the server says of the tool (title and hints), shown on the card: its claims,
     /// never trusted.
     pub hints: Option<llooma_types::ToolHints>,
+}
+
+/// One tool's definition in place inside its server's stored snapshot: shared by every turn that
+/// offers it, never copied for each.
+#[derive(Clone, Debug)]
+pub struct StoredTool {
+    snapshot: Arc<Snapshot>,
+    index: usize,
+}
+
+impl StoredTool {
+    /// The tool at `index` of `snapshot`.
+    pub fn new(snapshot: Arc<Snapshot>, index: usize) -> StoredTool {
+        StoredTool { snapshot, index }
+    }
+
+    /// Its definition (`None` only for an index the snapshot does not hold).
+    pub fn def(&self) -> Option<&llooma_mcp_client::ToolDef> {
+        self.snapshot.tools.get(self.index)
+    }
 }
 
 /// A resource an MCP server listed (from its stored snapshot), readable in this turn.
@@ -168,7 +188,7 @@ pub(crate) type Opened = std::collections::BTreeSet<String>;
 impl McpTool {
     /// The `outputSchema` the tool declares, if any.
     pub fn output_schema(&self) -> Option<&Value> {
-        self.definition.0.tools.get(self.definition.1)?.output_schema.as_ref()
+        self.definition.def()?.output_schema.as_ref()
     }
 
     fn definition(&self) -> ToolDefinition {

@@ -157,17 +157,39 @@ fn handle(poll_ms: u64) -> Value {
     })
 }
 
+/// A `tasks/get` answer: task t-1 in `status`, to be polled again in `poll_ms`.
+fn polled(status: &str, poll_ms: u64) -> Value {
+    let mut task = handle(poll_ms);
+    task["resultType"] = json!("complete");
+    task["status"] = json!(status);
+    task
+}
+
+/// A person who answers every question the call puts with `answer`; joins with how many they
+/// were asked.
+fn person(
+    mut news: tokio::sync::mpsc::Receiver<CallNews>,
+    answer: fn() -> QuestionAnswer,
+) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
+        let mut questions = 0;
+        while let Some(item) = news.recv().await {
+            if let CallNews::Question(question) = item {
+                questions += 1;
+                let _ = question.reply.send(answer());
+            }
+        }
+        questions
+    })
+}
+
 #[tokio::test]
 async fn a_server_cannot_make_the_client_poll_in_a_busy_loop() {
     // It asks to be polled every 0 ms and never ends.
     let server = hostile(|method, _| {
         handshake(method).unwrap_or_else(|| match method {
             "tools/call" => Reply::Result(handle(0)),
-            "tasks/get" => {
-                let mut task = handle(0);
-                task["resultType"] = json!("complete");
-                Reply::Result(task)
-            }
+            "tasks/get" => Reply::Result(polled("working", 0)),
             "tasks/cancel" => Reply::Result(json!({"resultType": "complete"})),
             _ => Reply::Default,
         })
@@ -253,17 +275,15 @@ async fn a_question_the_server_repeats_while_it_is_answered_is_put_once() {
             "tools/call" => Reply::Result(handle(10)),
             "tasks/get" => {
                 let n = seen.fetch_add(1, Ordering::SeqCst);
-                let mut task = handle(10);
-                task["resultType"] = json!("complete");
+                let mut task = polled("input_required", 10);
                 if n < 6 {
-                    task["status"] = json!("input_required");
                     task["inputRequests"] = json!({"pick": {
                         "method": "elicitation/create",
                         "params": {"mode": "form", "message": "Which one?",
                                    "requestedSchema": {"type": "object", "properties": {}}},
                     }});
                 } else {
-                    task["status"] = json!("completed");
+                    task = polled("completed", 10);
                     task["result"] = json!({"content": [{"type": "text", "text": "picked"}]});
                 }
                 Reply::Result(task)
@@ -275,17 +295,8 @@ async fn a_question_the_server_repeats_while_it_is_answered_is_put_once() {
     .await;
     let client = client_for(server.port(), quick_config());
     let session = client.connect(&server.url(), None).await.unwrap();
-    let (asker, mut news) = tokio::sync::mpsc::channel::<CallNews>(4);
-    let person = tokio::spawn(async move {
-        let mut questions = 0;
-        while let Some(item) = news.recv().await {
-            if let CallNews::Question(question) = item {
-                questions += 1;
-                let _ = question.reply.send(QuestionAnswer::Accept(serde_json::Map::new()));
-            }
-        }
-        questions
-    });
+    let (asker, news) = tokio::sync::mpsc::channel::<CallNews>(4);
+    let person = person(news, || QuestionAnswer::Accept(serde_json::Map::new()));
     let result = session.call_tool_asking("pick", json!({}), Some(asker)).await.unwrap();
     assert_eq!(result.text_for_model(), "picked");
     assert_eq!(person.await.unwrap(), 1);
@@ -329,9 +340,7 @@ async fn a_task_that_keeps_asking_is_cancelled_after_twenty_questions() {
             "tools/call" => Reply::Result(handle(10)),
             "tasks/get" => {
                 let n = counter.fetch_add(1, Ordering::SeqCst);
-                let mut task = handle(10);
-                task["resultType"] = json!("complete");
-                task["status"] = json!("input_required");
+                let mut task = polled("input_required", 10);
                 task["inputRequests"] = json!({format!("q{n}"): {
                     "method": "elicitation/create",
                     "params": {"mode": "form", "message": format!("question {n}"),
@@ -346,17 +355,8 @@ async fn a_task_that_keeps_asking_is_cancelled_after_twenty_questions() {
     .await;
     let client = client_for(server.port(), quick_config());
     let session = client.connect(&server.url(), None).await.unwrap();
-    let (asker, mut news) = tokio::sync::mpsc::channel::<CallNews>(4);
-    let person = tokio::spawn(async move {
-        let mut questions = 0;
-        while let Some(item) = news.recv().await {
-            if let CallNews::Question(question) = item {
-                questions += 1;
-                let _ = question.reply.send(QuestionAnswer::Decline);
-            }
-        }
-        questions
-    });
+    let (asker, news) = tokio::sync::mpsc::channel::<CallNews>(4);
+    let person = person(news, || QuestionAnswer::Decline);
     let err = session.call_tool_asking("nosy", json!({}), Some(asker)).await.unwrap_err();
     assert!(err.to_string().contains("asked more than 20 questions"), "{err}");
     assert_eq!(person.await.unwrap(), 20);
