@@ -39,6 +39,7 @@ mod m0021_files;
 mod m0022_speech;
 mod m0023_tool_hints;
 mod m0024_server_questions;
+mod m0025_mcp_views;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -71,6 +72,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0022_speech::Migration),
             Box::new(m0023_tool_hints::Migration),
             Box::new(m0024_server_questions::Migration),
+            Box::new(m0025_mcp_views::Migration),
         ]
     }
 }

@@ -21,4 +21,5 @@ mod questions;
 mod secrets;
 mod sessions;
 mod support;
+mod views;
 mod voice;

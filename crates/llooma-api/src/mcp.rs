@@ -144,6 +144,27 @@ pub async fn icon(
     Ok(response)
 }
 
+/// `GET /api/v1/mcp/servers/{id}/views/{hash}`: the document of one version of a server's view
+/// (MCP Apps), for the page to frame: sandboxed by its own policy (see `llooma_core::views`).
+pub async fn view(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    Path((id, hash)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let served = state.app.mcp_view(&signed_in.account.id, &id, &hash).await?;
+    let mut response = Body::from(served.html).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    headers.insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    let policy = HeaderValue::from_str(&served.policy)
+        .map_err(|_| ApiError::Internal("a view's policy is not a header value".to_owned()))?;
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    // A version never changes under its hash.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=86400"));
+    Ok(response)
+}
+
 /// `PATCH /api/v1/mcp/servers/{id}`: label and the owner's switch.
 pub async fn patch_server(
     State(state): State<AppState>,

@@ -154,8 +154,35 @@ pub(crate) async fn load_account(app: &App, account_id: &str) -> Result<Vec<Load
     Ok(loaded)
 }
 
+/// The names of the tools the model may be offered: every tool but those only a view may call
+/// (MCP Apps' `visibility: ["app"]`).
 pub(crate) fn tool_names(snapshot: &Snapshot) -> Vec<String> {
-    snapshot.tools.iter().map(|t| t.name.clone()).collect()
+    snapshot.tools.iter().filter(|t| for_model(t)).map(|t| t.name.clone()).collect()
+}
+
+/// Whether the model may be offered the tool.
+pub(crate) fn for_model(tool: &ToolDef) -> bool {
+    tool.view.as_ref().is_none_or(|view| view.for_model)
+}
+
+/// Keeps the documents of the snapshot's views (see migration m0025); a version already kept
+/// stays as it is.
+async fn keep_views(app: &App, server_id: &str, snapshot: &Snapshot) -> Result<(), AppError> {
+    for document in &snapshot.view_documents {
+        let domains_json = serde_json::to_string(&document.domains)
+            .map_err(|e| AppError::Internal(format!("serializing a view's domains: {e}")))?;
+        app.store
+            .put_mcp_view(llooma_store::McpView {
+                server_id: server_id.to_owned(),
+                hash: document.hash.clone(),
+                uri: document.uri.clone(),
+                html: document.html.clone(),
+                domains_json,
+                prefers_border: document.prefers_border,
+            })
+            .await?;
+    }
+    Ok(())
 }
 
 /// Model-facing names for every tool of the account (plus, for a test, a server not yet stored).
@@ -214,6 +241,8 @@ fn catalogue(
             input_schema: t.input_schema.clone(),
             enabled: active && on.contains(t.name.as_str()),
             icon: t.icon.as_ref().map(|_| llooma_types::mcp_icon_path(&id, Some(&t.name))),
+            view: t.view.as_ref().is_some_and(|v| v.document_hash.is_some()),
+            view_only: !for_model(t),
         })
         .collect();
     (group_views, tools)
@@ -354,6 +383,7 @@ impl App {
                 |taken| server_slug(taken.iter().map(String::as_str), &label),
             )
             .await?;
+        keep_views(self, &server.id, &snapshot).await?;
         tracing::info!(account = %caller.id, server = %server.id, tools = snapshot.tools.len(), "MCP server added");
         self.mcp_server_detail(&caller.id, &server.id).await
     }
@@ -505,6 +535,7 @@ fn changes(old: &Snapshot, new: &Snapshot) -> (Vec<String>, Vec<String>, Vec<Mcp
                 schema_changed: old_def.input_schema != new_def.input_schema
                     || old_def.output_schema != new_def.output_schema
                     || old_def.annotations != new_def.annotations,
+                view_changed: old_def.view != new_def.view,
             })
         })
         .collect();
@@ -552,6 +583,8 @@ impl App {
         let (groups, tools) = catalogue(id, active, &new, &switches, &names);
         let json = serde_json::to_string(&in_use)
             .map_err(|e| AppError::Internal(format!("serializing a snapshot: {e}")))?;
+        // The documents first: a stored snapshot never names a view that is not kept.
+        keep_views(self, id, &new).await?;
         // Not applied: stored with the stale mark in the same write, so the card says new tools wait.
         self.store.replace_mcp_snapshot(account_id, id, &json, !applied).await?;
         let server = self.owned_server(account_id, id).await?;

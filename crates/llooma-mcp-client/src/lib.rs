@@ -32,6 +32,7 @@ mod model;
 mod pool;
 mod session;
 pub mod template;
+mod view;
 
 pub use ask::{
     Asked, Asker, CallNews, Completion, CompletionRequest, LinkThen, MAX_LINK_BYTES,
@@ -52,3 +53,6 @@ pub use model::{
 };
 pub use session::McpSession;
 pub use template::TemplateError;
+pub use view::{
+    MAX_VIEW_BYTES, MAX_VIEWS, ToolView, UI_EXTENSION_ID, VIEW_MIME_TYPE, ViewDocument, ViewDomains,
+};

@@ -101,6 +101,14 @@ pub enum Note {
         /// Why.
         error: String,
     },
+    /// A tool's view (MCP Apps) could not be read: the tool works without it.
+    #[serde(rename_all = "camelCase")]
+    ViewUnreadable {
+        /// The view's `ui://` address.
+        uri: String,
+        /// Why.
+        error: String,
+    },
 }
 
 impl fmt::Display for Note {
@@ -138,6 +146,9 @@ impl fmt::Display for Note {
             Note::ListFailed { list, error } => {
                 write!(f, "the {list} list could not be read: {error}")
             }
+            Note::ViewUnreadable { uri, error } => {
+                write!(f, "the view {uri} could not be read ({error}); its tools work without it")
+            }
         }
     }
 }
@@ -165,6 +176,9 @@ pub struct ToolDef {
     /// image's, never fetched here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
+    /// The interactive view the tool comes with (MCP Apps), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<crate::view::ToolView>,
 }
 
 /// A resource the server lists.
@@ -263,6 +277,11 @@ pub struct Snapshot {
     /// the one account's server record it was taken for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools_ttl_ms: Option<u64>,
+    /// The documents of the tools' views, as read with the snapshot. Never serialized: a
+    /// snapshot is read on every turn, a view only when it is shown, so the instance keeps the
+    /// documents apart (each tool's `view.document_hash` names its document).
+    #[serde(skip)]
+    pub view_documents: Vec<crate::view::ViewDocument>,
 }
 
 /// What `llooma mcp probe` prints.
@@ -468,6 +487,7 @@ pub(crate) fn tool_from_json(
         output_schema,
         annotations: raw.get("annotations").filter(|a| !a.is_null()).cloned(),
         icon: crate::icon::chosen_icon(raw.get("icons")),
+        view: crate::view::ToolView::from_tool_json(raw),
         hash,
         name,
     })

@@ -208,8 +208,14 @@ fn client_info() -> ClientConfig {
     capabilities.sampling = Some(SamplingCapability::default());
     // A server may run a call as a long-running task (2026-07-28's tasks extension): it is
     // followed until it ends, its questions put to the person like any other.
-    capabilities.extensions =
-        Some(BTreeMap::from([(TASKS_EXTENSION_ID.to_owned(), JsonObject::new())]));
+    // A tool may come with an interactive view (MCP Apps): its document is read with the
+    // snapshot and shown, sandboxed, where the call was made.
+    let mut ui = JsonObject::new();
+    ui.insert("mimeTypes".to_owned(), Value::from(vec![crate::VIEW_MIME_TYPE]));
+    capabilities.extensions = Some(BTreeMap::from([
+        (TASKS_EXTENSION_ID.to_owned(), JsonObject::new()),
+        (crate::UI_EXTENSION_ID.to_owned(), ui),
+    ]));
     ClientConfig::new(capabilities, Implementation::new("llooma", env!("CARGO_PKG_VERSION")))
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
 }
@@ -663,7 +669,7 @@ impl McpSession {
     /// Everything the server offers. Tools must be readable; a failure of any other list
     /// (many servers have no resources or prompts) becomes a [`Note`].
     pub async fn snapshot(&self) -> Result<Snapshot, McpError> {
-        let ToolList { tools, mut notes, ttl_ms: tools_ttl_ms } = self.list_tools().await?;
+        let ToolList { mut tools, mut notes, ttl_ms: tools_ttl_ms } = self.list_tools().await?;
         let limits = &self.config.limits;
         let mut resources = Vec::new();
         let mut resource_templates = Vec::new();
@@ -704,6 +710,7 @@ impl McpSession {
                 }
             }
         }
+        let view_documents = self.read_views(&mut tools, &mut notes).await;
         let mut hasher = Sha256::new();
         for tool in &tools {
             hasher.update(tool.hash.as_bytes());
@@ -718,7 +725,64 @@ impl McpSession {
             notes,
             tools_hash: hex::encode(hasher.finalize()),
             tools_ttl_ms,
+            view_documents,
         })
+    }
+
+    /// Reads the documents of the tools' views (MCP Apps), each address once and at most
+    /// [`MAX_VIEWS`](crate::MAX_VIEWS) of them, and folds each document's hash into its tools'
+    /// definition hashes. A view that cannot be read is noted; its tools stay, without it.
+    async fn read_views(
+        &self,
+        tools: &mut [crate::ToolDef],
+        notes: &mut Vec<Note>,
+    ) -> Vec<crate::ViewDocument> {
+        let mut documents: Vec<crate::ViewDocument> = Vec::new();
+        let mut failed: Vec<String> = Vec::new();
+        for tool in tools.iter_mut() {
+            let Some(view) = tool.view.as_mut() else { continue };
+            let uri = view.resource_uri.clone();
+            let known = documents.iter().find(|d| d.uri == uri).map(|d| d.hash.clone());
+            let hash = match known {
+                Some(hash) => Some(hash),
+                None if failed.contains(&uri) => None,
+                None if documents.len() + failed.len() >= crate::MAX_VIEWS => {
+                    notes.push(Note::ViewUnreadable {
+                        uri: uri.clone(),
+                        error: format!("more than {} views on one server", crate::MAX_VIEWS),
+                    });
+                    failed.push(uri);
+                    None
+                }
+                None => match self.read_view(&uri).await {
+                    Ok(document) => {
+                        let hash = document.hash.clone();
+                        documents.push(document);
+                        Some(hash)
+                    }
+                    Err(error) => {
+                        notes.push(Note::ViewUnreadable { uri: uri.clone(), error });
+                        failed.push(uri);
+                        None
+                    }
+                },
+            };
+            if let Some(hash) = hash {
+                tool.hash = crate::view::fold_view_hash(&tool.hash, &hash);
+                view.document_hash = Some(hash);
+            }
+        }
+        documents
+    }
+
+    async fn read_view(&self, uri: &str) -> Result<crate::ViewDocument, String> {
+        let request = ClientRequest::ReadResourceRequest(ReadResourceRequest::new(
+            ReadResourceRequestParams::new(uri),
+        ));
+        let result =
+            self.simple_request(request, "resources/read").await.map_err(|e| e.to_string())?;
+        let raw = serde_json::to_value(&result).unwrap_or(Value::Null);
+        crate::view::document_from_read(uri, &raw).map_err(|problem| problem.to_string())
     }
 
     /// Calls a tool by the server's own name with `arguments` (a JSON object, or null for

@@ -310,6 +310,29 @@ pub mod file_contents {
     impl ActiveModelBehavior for ActiveModel {}
 }
 
+pub mod mcp_views {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "mcp_views")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub server_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub hash: String,
+        pub uri: String,
+        pub html: String,
+        pub domains_json: String,
+        pub prefers_border: Option<bool>,
+        pub created_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
 pub mod messages {
     use sea_orm::entity::prelude::*;
 

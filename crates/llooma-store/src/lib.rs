@@ -22,6 +22,7 @@ mod inline_orm;
 mod instance;
 mod login_failures;
 mod mcp_servers;
+mod mcp_views;
 mod personas;
 mod preferences;
 mod providers;
@@ -47,6 +48,7 @@ pub use files::{AddFileError, FileKind, NewFile, SentFile, StoredFile, UNSENT_FI
 pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState, SpeechSettings};
 pub use login_failures::FailureScope;
 pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};
+pub use mcp_views::McpView;
 pub use personas::{MemoryNote, Persona, PersonaPatch};
 pub use preferences::Preferences;
 pub use providers::{NewProvider, Provider};

@@ -92,6 +92,24 @@ pub fn everything() -> Option<Peer> {
     Some(wait_for(child, port, "server-everything"))
 }
 
+/// npm's `@modelcontextprotocol/server-basic-vanillajs`: one tool, `get-time`, with an
+/// interactive view (MCP Apps) at `ui://get-time/mcp-app.html`.
+pub fn basic_app() -> Option<Peer> {
+    let dir = peer_path("LLOOMA_NPM_PEERS")?;
+    let script =
+        dir.join("node_modules/@modelcontextprotocol/server-basic-vanillajs/dist/index.js");
+    assert!(script.exists(), "{} is missing; run install.sh", script.display());
+    let port = free_port();
+    let child = Command::new("node")
+        .arg(script)
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting node");
+    Some(wait_for(child, port, "server-basic-vanillajs"))
+}
+
 /// The gateway-like server on the Python `mcp` SDK (`tests/peers/gateway_server.py` of
 /// llooma-mcp-client); with `token`, every request must carry it as a bearer token.
 pub fn gateway(token: Option<&str>) -> Option<Peer> {

@@ -448,6 +448,28 @@ pub struct Step {
     /// result caps), on an MCP call that was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,
+    /// On an MCP call that was made whose tool comes with an interactive view (MCP Apps): what
+    /// the view is drawn from, again after a reload, without calling the tool again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<StepView>,
+}
+
+/// What an MCP call's interactive view is drawn from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepView {
+    /// Where the instance serves the view's document (the version the call was made with).
+    pub document: String,
+    /// The call's arguments, as sent to the server.
+    pub arguments: serde_json::Value,
+    /// The call's result as the view receives it (an MCP `CallToolResult`: `content`,
+    /// `structuredContent`, `isError`), at most [`StepView::MAX_RESULT_BYTES`] as JSON.
+    pub result: serde_json::Value,
+}
+
+impl StepView {
+    /// The largest result handed to a view; a larger one is replaced by an error saying so.
+    pub const MAX_RESULT_BYTES: usize = 256 * 1024;
 }
 
 /// A field that may be `null` on the wire: absent is `None`, `null` is `Some(None)`.

@@ -9,8 +9,8 @@ pub mod question;
 
 pub use events::{
     ApprovalShown, Attached, CallProgress, ChoicesShown, Delta, EncodedEvent, EndState, Reply,
-    ReplyPart, RequestWeighed, ShownPart, Step, StepState, TurnEnded, TurnEvent, TurnFailure,
-    TurnStarted, UnknownEvent,
+    ReplyPart, RequestWeighed, ShownPart, Step, StepState, StepView, TurnEnded, TurnEvent,
+    TurnFailure, TurnStarted, UnknownEvent,
 };
 use serde::{Deserialize, Serialize};
 
@@ -209,6 +209,13 @@ pub struct McpToolView {
     /// Where the instance serves the tool's icon, when the server names one it can show.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
+    /// The tool comes with an interactive view (MCP Apps), shown where it is called.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub view: bool,
+    /// Only the tool's view may call it: the model is never offered it (and it has no
+    /// model-facing name or group).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub view_only: bool,
 }
 
 /// A group read off a server's tool names.
@@ -262,6 +269,9 @@ pub struct McpToolChange {
     pub description_changed: bool,
     /// Input or output schema, or annotations.
     pub schema_changed: bool,
+    /// Its interactive view (MCP Apps): added, removed, or its document changed.
+    #[serde(default)]
+    pub view_changed: bool,
 }
 
 /// What "Update tools" found.
@@ -404,6 +414,11 @@ pub fn mcp_icon_path(server_id: &str, tool: Option<&str>) -> String {
             format!("/api/v1/mcp/servers/{server_id}/icon?tool={}", encode_query_value(tool))
         }
     }
+}
+
+/// Where the instance serves the document of an MCP server's view (MCP Apps) of one version.
+pub fn mcp_view_path(server_id: &str, hash: &str) -> String {
+    format!("/api/v1/mcp/servers/{server_id}/views/{hash}")
 }
 
 /// Percent-encodes everything but unreserved characters (RFC 3986), for a query value.

@@ -151,57 +151,8 @@ pub fn ToolReview(
             };
             let items = tools
                 .iter()
-                .filter(|t| t.group == group.key)
-                .map(|tool| {
-                    let marked = highlight.contains(&tool.name);
-                    let claims = claims(tool.annotations.as_ref())
-                        .into_iter()
-                        .map(|(what, class, claim)| {
-                            view! {
-                                <span class=format!("claim {class} {}", claim.word())>
-                                    {format!("{what}: {}", claim.word())}
-                                </span>
-                            }
-                        })
-                        .collect_view();
-                    let arguments = arguments(&tool.input_schema);
-                    let no_arguments = arguments.is_empty();
-                    let arguments = arguments
-                        .into_iter()
-                        .map(|a| {
-                            view! {
-                                <li>
-                                    <code>{a.name}</code>
-                                    {format!(
-                                        " {}{}",
-                                        a.kind,
-                                        if a.required { ", required" } else { ", optional" },
-                                    )}
-                                    {(!a.description.is_empty())
-                                        .then(|| format!(" — {}", a.description))}
-                                </li>
-                            }
-                        })
-                        .collect_view();
-                    view! {
-                        <li class="review-tool" data-tool=tool.name.clone()>
-                            <code class="model-name">{tool.model_name.clone()}</code>
-                            {marked.then(|| view! { <span class="badge">"new or changed"</span> })}
-                            <p class="description">
-                                {tool
-                                    .description
-                                    .clone()
-                                    .unwrap_or_else(|| "The server gives no description.".to_owned())}
-                            </p>
-                            <p class="claims">"The server says: " {claims}</p>
-                            {if no_arguments {
-                                Either::Left(view! { <p class="hint">"No arguments."</p> })
-                            } else {
-                                Either::Right(view! { <ul class="arguments">{arguments}</ul> })
-                            }}
-                        </li>
-                    }
-                })
+                .filter(|t| t.group == group.key && !t.view_only)
+                .map(|tool| review_item(tool, &highlight))
                 .collect_view();
             view! {
                 <section class="review-group">
@@ -211,11 +162,90 @@ pub fn ToolReview(
             }
         })
         .collect_view();
+    // Tools the model is never offered: only their view calls them, each call through a card.
+    let view_only: Vec<&McpToolView> = tools.iter().filter(|t| t.view_only).collect();
+    let view_only_section = (!view_only.is_empty()).then(|| {
+        let count = view_only.len();
+        let items = view_only.into_iter().map(|tool| review_item(tool, &highlight)).collect_view();
+        view! {
+            <section class="review-group view-only">
+                <h4>{format!("Called only from a view ({count} tools)")}</h4>
+                <ul class="review-tools">{items}</ul>
+            </section>
+        }
+    });
     view! {
         <div class="review">
             <p class="review-summary">{line}</p>
             {sections}
+            {view_only_section}
         </div>
+    }
+}
+
+/// One tool in the review: its name, what it says it does and claims, and its arguments.
+fn review_item(tool: &McpToolView, highlight: &[String]) -> impl IntoView + use<> {
+    let marked = highlight.contains(&tool.name);
+    let claims = claims(tool.annotations.as_ref())
+        .into_iter()
+        .map(|(what, class, claim)| {
+            view! {
+                <span class=format!("claim {class} {}", claim.word())>
+                    {format!("{what}: {}", claim.word())}
+                </span>
+            }
+        })
+        .collect_view();
+    let arguments = arguments(&tool.input_schema);
+    let no_arguments = arguments.is_empty();
+    let arguments = arguments
+        .into_iter()
+        .map(|a| {
+            view! {
+                <li>
+                    <code>{a.name}</code>
+                    {format!(
+                        " {}{}",
+                        a.kind,
+                        if a.required { ", required" } else { ", optional" },
+                    )}
+                    {(!a.description.is_empty()).then(|| format!(" — {}", a.description))}
+                </li>
+            }
+        })
+        .collect_view();
+    // A view-only tool has no model-facing name: it is shown by the server's.
+    let name = if tool.view_only { tool.name.clone() } else { tool.model_name.clone() };
+    view! {
+        <li class="review-tool" data-tool=tool.name.clone()>
+            <code class="model-name">{name}</code>
+            {marked.then(|| view! { <span class="badge">"new or changed"</span> })}
+            {tool
+                .view
+                .then(|| {
+                    view! {
+                        <span
+                            class="badge view-badge"
+                            title="The server shows this tool's result in an interactive view, \
+                                   sandboxed in the conversation; every call it makes is put to you."
+                        >
+                            "has a view"
+                        </span>
+                    }
+                })}
+            <p class="description">
+                {tool
+                    .description
+                    .clone()
+                    .unwrap_or_else(|| "The server gives no description.".to_owned())}
+            </p>
+            <p class="claims">"The server says: " {claims}</p>
+            {if no_arguments {
+                Either::Left(view! { <p class="hint">"No arguments."</p> })
+            } else {
+                Either::Right(view! { <ul class="arguments">{arguments}</ul> })
+            }}
+        </li>
     }
 }
 

@@ -281,6 +281,8 @@ impl Web {
             client: self.client.as_ref().map(|c| (c.names.js.as_str(), c.names.wasm.as_str())),
         };
         let html = render(page, &nonce, &assets);
+        // `frame-src 'self'`: an MCP server's view (MCP Apps), a document the instance serves
+        // under a policy of its own that sandboxes it into an origin of its own.
         // `media-src blob:`: a reply read aloud is played from the audio the page fetched
         // (a blob only the page's own script can make); `data:`: a sound an MCP call returned,
         // played from the step (its bytes checked to be audio before it was kept).
@@ -288,7 +290,8 @@ impl Web {
             "default-src 'none'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
              connect-src 'self'; style-src 'self'; img-src 'self' data:; \
              media-src 'self' blob: data:; \
-             font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+             font-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'; \
+             frame-src 'self'"
         );
         let mut response = (status, html).into_response();
         let headers = response.headers_mut();

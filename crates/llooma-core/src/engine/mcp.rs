@@ -23,7 +23,7 @@ use llooma_providers::{
     EncodedTool, EncodedTools, ProviderClient, ToolCall, ToolDefinition, ToolsSize,
 };
 use llooma_types::{
-    ApprovalCardView, ApprovalShown, CallProgress, ShownPart, Step, StepState, TurnEvent,
+    ApprovalCardView, ApprovalShown, CallProgress, ShownPart, Step, StepState, StepView, TurnEvent,
 };
 use llooma_vault::Secret;
 use serde_json::{Value, json};
@@ -186,6 +186,11 @@ pub const ANNOUNCE_TOOL: &str = "mcp_server_tools";
 pub(crate) type Opened = std::collections::BTreeSet<String>;
 
 impl McpTool {
+    /// The version of the tool's view (MCP Apps) kept with its snapshot, if it has one.
+    pub fn view_hash(&self) -> Option<&str> {
+        self.definition.def()?.view.as_ref()?.document_hash.as_deref()
+    }
+
     /// The `outputSchema` the tool declares, if any.
     pub fn output_schema(&self) -> Option<&Value> {
         self.definition.def()?.output_schema.as_ref()
@@ -712,11 +717,17 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
                     .into_string();
                 let shown = shown_parts(&result);
                 self.keep_images(&shown);
+                let view = tool.view_hash().map(|hash| StepView {
+                    document: llooma_types::mcp_view_path(&tool.server_id, hash),
+                    arguments: arguments.clone(),
+                    result: result_for_view(&result),
+                });
                 let allowed = Step {
                     server_id: Some(tool.server_id.clone()),
                     is_error: Some(result.is_error),
                     output: Some(wrapped.clone()),
                     shown,
+                    view,
                     ..step(StepState::Allowed, Some(&approved.id))
                 };
                 sink.event(TurnEvent::step(allowed)).await?;
@@ -765,6 +776,34 @@ pub(crate) struct Sampler<'a> {
 /// What of a call's result the person sees beside the model's reading of it: images (raster,
 /// bounded), what the server marked for the person only, and the rest of what is not text by
 /// name. Every part stays the server's words; the page shows them as such.
+/// A result as a view receives it: an MCP `CallToolResult` of its text and structured content
+/// (the model's and the person's), within [`StepView::MAX_RESULT_BYTES`].
+fn result_for_view(result: &ToolResult) -> Value {
+    let content: Vec<Value> = result
+        .content
+        .iter()
+        .chain(&result.for_person)
+        .filter_map(|item| match item {
+            ContentItem::Text { text } => Some(json!({"type": "text", "text": text})),
+            _ => None,
+        })
+        .collect();
+    let mut shaped = json!({"content": content, "isError": result.is_error});
+    if let Some(structured) = &result.structured_content {
+        shaped["structuredContent"] = structured.clone();
+    }
+    if shaped.to_string().len() > StepView::MAX_RESULT_BYTES {
+        return json!({
+            "content": [{"type": "text", "text": format!(
+                "The result is larger than the {} KiB a view is given.",
+                StepView::MAX_RESULT_BYTES / 1024
+            )}],
+            "isError": true,
+        });
+    }
+    shaped
+}
+
 fn shown_parts(result: &ToolResult) -> Vec<ShownPart> {
     let mut parts = Vec::new();
     let mut images = 0;

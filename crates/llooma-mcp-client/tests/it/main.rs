@@ -11,3 +11,4 @@ mod hostile;
 mod pool;
 mod support;
 mod tasks;
+mod views;

