@@ -5,6 +5,7 @@ mod driver;
 mod everyday;
 mod files;
 mod questions;
+mod views;
 mod voice;
 
 use llooma_fake_model::{FakeModel, Reply};

@@ -17,6 +17,7 @@ use crate::card::{McpIcon, countdown, elsewhere_note, send_answer};
 use crate::files::{FilePicker, Tray, TrayView, sent_files};
 use crate::layout::TopBar;
 use crate::link::{LinkCard, host_of};
+use crate::mcp_view::McpViewFrame;
 use crate::model::{Me, Page};
 use crate::model_choices::{ModelChoices, ModelDatalist};
 use crate::question::QuestionCard;
@@ -920,6 +921,10 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
             ("!", "the model's arguments were not an object: nothing was called".to_owned())
         }
     };
+    // The tool's interactive view, drawn from the stored call and result.
+    let frame = step.view.clone().map(|view| {
+        view! { <McpViewFrame view server=text(&step.server) tool=tool.clone() /> }
+    });
     let summary = view! {
         <span class="icon">{icon}</span>
         <span class="server">{server}</span>
@@ -939,6 +944,7 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
                 <pre class="output">{output}</pre>
             </details>
             {shown}
+            {frame}
         }),
         None => EitherOf4::C(
             view! { <div class=format!("step mcp {state}") data-state=state>{summary}</div> },

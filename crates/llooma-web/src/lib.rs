@@ -24,6 +24,7 @@ mod forms;
 mod layout;
 mod link;
 mod markdown;
+mod mcp_view;
 mod media;
 pub mod model;
 mod model_choices;

@@ -211,6 +211,18 @@ impl Browser {
         self.wait_live().await;
     }
 
+    /// Looks inside the frame `css` matches: what follows finds, reads and clicks in it, until
+    /// [`Browser::leave_frame`].
+    pub async fn enter_frame(&self, css: &str) {
+        let id = self.find(css).await;
+        self.must("POST", "/frame", Some(json!({"id": {ELEMENT: id}}))).await;
+    }
+
+    /// Back to the page from a frame.
+    pub async fn leave_frame(&self) {
+        self.must("POST", "/frame/parent", None).await;
+    }
+
     /// The browser's Back button.
     pub async fn back(&self) {
         self.must("POST", "/back", None).await;
