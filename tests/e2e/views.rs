@@ -93,4 +93,41 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
     assert_eq!(server.tab().fetch(&document).await.0, 401);
     let unknown = format!("/api/v1/mcp/servers/{server_id}/views/{}", "0".repeat(64));
     assert_eq!(tab.fetch(&unknown).await.0, 404);
+
+    // The view's own calls: under the call that drew it, to its server's tools only, each put
+    // to the person on a card.
+    let call_id = step["callId"].as_str().unwrap().to_owned();
+    let ask = |call_id: &str, name: &str| json!({"callId": call_id, "name": name, "arguments": {}});
+    let forged = tab.post("/api/v1/mcp/view-calls", ask("no-such-call", "get-time")).await;
+    assert_eq!(forged.status, 404, "{forged:?}");
+    let theirs = other.post("/api/v1/mcp/view-calls", ask(&call_id, "get-time")).await;
+    assert_eq!(theirs.status, 404, "another account's call: {theirs:?}");
+    let elsewhere = tab.post("/api/v1/mcp/view-calls", ask(&call_id, "echo")).await;
+    assert_eq!(elsewhere.status, 400, "{elsewhere:?}");
+    assert_eq!(elsewhere.json["error"], "unknown_tool");
+    for (choice, status) in [("refuse", 409), ("allow", 200)] {
+        let mut asking = server.tab();
+        asking.login("root", PASSWORD).await;
+        let body = ask(&call_id, "get-time");
+        let made = tokio::spawn(async move { asking.post("/api/v1/mcp/view-calls", body).await });
+        let card = loop {
+            let (name, data) = cards.next().await;
+            if name == "appeared" {
+                break data["card"].clone();
+            }
+        };
+        assert_eq!(card["toolName"], "get-time");
+        assert_eq!(card["modelToolName"], "the view of get-time");
+        assert_eq!(card["conversationId"], id.as_str());
+        let path = format!("/api/v1/approvals/{}/answer", card["id"].as_str().unwrap());
+        assert_eq!(tab.post(&path, json!({"choice": choice})).await.status, 200);
+        let made = made.await.unwrap();
+        assert_eq!(made.status, status, "{choice}: {made:?}");
+        if choice == "allow" {
+            let time = made.json["structuredContent"]["time"].as_str().unwrap();
+            assert!(time.ends_with('Z'), "{made:?}");
+        } else {
+            assert_eq!(made.json["error"], "call_not_allowed");
+        }
+    }
 }

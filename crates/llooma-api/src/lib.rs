@@ -140,6 +140,7 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/refresh", post(mcp::refresh_server))
         .route("/mcp/servers/{id}/icon", get(mcp::icon))
         .route("/mcp/servers/{id}/views/{hash}", get(mcp::view))
+        .route("/mcp/view-calls", post(mcp::view_call))
         .route("/mcp/catalogue", get(catalogue::list))
         .route("/mcp/catalogue/{id}/rating", put(catalogue::rate).delete(catalogue::unrate))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))

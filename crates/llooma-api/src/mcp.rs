@@ -165,6 +165,31 @@ pub async fn view(
     Ok(response)
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ViewCallBody {
+    /// The id of the call whose view asks (its step's `callId`).
+    call_id: String,
+    /// A tool of that call's server (its own name).
+    name: String,
+    #[serde(default)]
+    arguments: serde_json::Value,
+}
+
+/// `POST /api/v1/mcp/view-calls`: a call a tool's view (MCP Apps) asks for, put to the person
+/// like the model's; answers with the result as the view receives it once it was made.
+pub async fn view_call(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    ApiJson(body): ApiJson<ViewCallBody>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let result = state
+        .app
+        .view_tool_call(&signed_in.account.id, &body.call_id, &body.name, body.arguments)
+        .await?;
+    Ok(Json(result))
+}
+
 /// `PATCH /api/v1/mcp/servers/{id}`: label and the owner's switch.
 pub async fn patch_server(
     State(state): State<AppState>,

@@ -38,6 +38,7 @@ pub mod speech;
 pub mod tool_freshness;
 pub mod turns;
 pub mod uploads;
+pub mod view_calls;
 pub mod views;
 
 pub use app::{App, AppParts};

@@ -110,6 +110,23 @@ pub fn basic_app() -> Option<Peer> {
     Some(wait_for(child, port, "server-basic-vanillajs"))
 }
 
+/// The Python `mcp` SDK server whose tools come with a hostile view (MCP Apps)
+/// (`tests/peers/hostile_view_server.py` of llooma-mcp-client).
+pub fn hostile_view() -> Option<Peer> {
+    let python = peer_path("LLOOMA_PYTHON")?;
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../llooma-mcp-client/tests/peers/hostile_view_server.py");
+    let port = free_port();
+    let child = Command::new(python)
+        .arg(script)
+        .arg(port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting python");
+    Some(wait_for(child, port, "the Python hostile view server"))
+}
+
 /// The gateway-like server on the Python `mcp` SDK (`tests/peers/gateway_server.py` of
 /// llooma-mcp-client); with `token`, every request must carry it as a bearer token.
 pub fn gateway(token: Option<&str>) -> Option<Peer> {

@@ -416,6 +416,15 @@ pub fn mcp_icon_path(server_id: &str, tool: Option<&str>) -> String {
     }
 }
 
+/// How a card's `modelToolName` begins when no model asked for the call but a tool's view (MCP
+/// Apps): "the view of get-time".
+pub const VIEW_CALLER: &str = "the view of ";
+
+/// The tool whose view asks for a call, when a view asks (see [`VIEW_CALLER`]).
+pub fn asking_view(model_tool_name: &str) -> Option<&str> {
+    model_tool_name.strip_prefix(VIEW_CALLER)
+}
+
 /// Where the instance serves the document of an MCP server's view (MCP Apps) of one version.
 pub fn mcp_view_path(server_id: &str, hash: &str) -> String {
     format!("/api/v1/mcp/servers/{server_id}/views/{hash}")

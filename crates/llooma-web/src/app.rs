@@ -596,6 +596,8 @@ fn Conversation(
     };
     // A result's link to a resource can add it to the next message from the timeline.
     provide_context(NextMessage(chat.chosen));
+    // A tool's view asks the instance for its calls with the page's token.
+    provide_context(crate::mcp_view::PageToken(csrf.clone()));
     chat.entries.set(chat.stored_entries(&detail));
     let on: api::OnEvent =
         Rc::new(move |name: &str, data: &str| match TurnEvent::decode(name, data) {
@@ -923,7 +925,8 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
     };
     // The tool's interactive view, drawn from the stored call and result.
     let frame = step.view.clone().map(|view| {
-        view! { <McpViewFrame view server=text(&step.server) tool=tool.clone() /> }
+        let call_id = step.call_id.clone().unwrap_or_default();
+        view! { <McpViewFrame view server=text(&step.server) tool=tool.clone() call_id /> }
     });
     let summary = view! {
         <span class="icon">{icon}</span>
@@ -1638,7 +1641,11 @@ fn ApprovalCard(
             <header>
                 <McpIcon src=llooma_types::mcp_icon_path(&card.server_id, Some(&card.tool_name)) />
                 <span class="server">{card.server_label.clone()}</span>
-                " wants to run "
+                {match llooma_types::asking_view(&card.model_tool_name) {
+                    // Not the model: the server's own view asks, from the conversation.
+                    Some(of) => format!("'s view of {of} wants to run "),
+                    None => " wants to run ".to_owned(),
+                }}
                 <b class="tool">{card.tool_name.clone()}</b>
                 {card
                     .tool_hints

@@ -205,20 +205,34 @@ pub fn call_notifications(view: &StepView) -> [Value; 2] {
     ]
 }
 
+/// The page's CSRF token, for the calls a view asks for.
+#[derive(Clone, Debug)]
+pub struct PageToken(pub String);
+
 /// A call's view in the timeline: the frame, a bar to draw it full screen, and what it asked
 /// that waits for the person.
 #[component]
-pub fn McpViewFrame(view: StepView, server: String, tool: String) -> impl IntoView {
+pub fn McpViewFrame(
+    view: StepView,
+    server: String,
+    tool: String,
+    /// The call that drew the view: what its own calls are asked for under.
+    call_id: String,
+) -> impl IntoView {
     let height = RwSignal::new(160.0_f64);
     let mode = RwSignal::new(DisplayMode::Inline);
     let link = RwSignal::new(None::<String>);
     let note = RwSignal::new(None::<String>);
     let frame = NodeRef::<leptos::html::Iframe>::new();
     #[cfg(feature = "hydrate")]
-    hydrated::follow(frame, view.clone(), height, mode, link, note);
+    {
+        let token = use_context::<PageToken>().map(|t| t.0).unwrap_or_default();
+        let asked = hydrated::Asked { call_id, token };
+        hydrated::follow(frame, view.clone(), asked, height, mode, link, note);
+    }
     // Drawn on the server, the view only waits for the browser.
     #[cfg(not(feature = "hydrate"))]
-    let _ = height;
+    let _ = (height, call_id);
     let title = format!("View from {server}: {tool}");
     let toggle = move |_| {
         mode.update(|m| {
@@ -294,10 +308,18 @@ mod hydrated {
 
     use super::{Action, DisplayMode, Host, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_SECOND};
 
+    /// Where the view's calls are asked for: under the call that drew it, with the page's token.
+    #[derive(Clone)]
+    pub struct Asked {
+        pub call_id: String,
+        pub token: String,
+    }
+
     /// Listens to the frame's messages for as long as the view is on the page.
     pub fn follow(
         frame: NodeRef<leptos::html::Iframe>,
         view: StepView,
+        asked: Asked,
         height: RwSignal<f64>,
         mode: RwSignal<DisplayMode>,
         link: RwSignal<Option<String>>,
@@ -379,15 +401,37 @@ mod hydrated {
                     ));
                     post(&answer);
                 }
-                Action::CallTool { id, .. } => {
-                    note.set(Some(
-                        "The view asked to call a tool of its server; views cannot call tools \
-                         yet, so nothing was sent."
-                            .to_owned(),
-                    ));
-                    post(&json!({"jsonrpc": "2.0", "id": id, "error": {
-                        "code": -32601, "message": "This host does not run a view's tool calls yet."
-                    }}));
+                Action::CallTool { id, name, arguments } => {
+                    note.set(Some(format!(
+                        "The view asks to call {name}: answer its card to let it, or not."
+                    )));
+                    let (asked, target) = (asked.clone(), target.clone());
+                    leptos::task::spawn_local(async move {
+                        let body =
+                            json!({"callId": asked.call_id, "name": name, "arguments": arguments});
+                        let answer = match crate::api::call(
+                            "POST",
+                            "/api/v1/mcp/view-calls",
+                            Some(body),
+                            Some(&asked.token),
+                        )
+                        .await
+                        {
+                            Ok(result) => {
+                                note.set(None);
+                                json!({"jsonrpc": "2.0", "id": id, "result": result})
+                            }
+                            Err(failure) => {
+                                note.set(Some(format!("The view's call: {}", failure.message)));
+                                json!({"jsonrpc": "2.0", "id": id, "error": {
+                                    "code": -32000, "message": failure.message
+                                }})
+                            }
+                        };
+                        if let Ok(value) = js_sys::JSON::parse(&answer.to_string()) {
+                            let _ = target.post_message(&value, "*");
+                        }
+                    });
                 }
             }
         });

@@ -778,7 +778,7 @@ pub(crate) struct Sampler<'a> {
 /// name. Every part stays the server's words; the page shows them as such.
 /// A result as a view receives it: an MCP `CallToolResult` of its text and structured content
 /// (the model's and the person's), within [`StepView::MAX_RESULT_BYTES`].
-fn result_for_view(result: &ToolResult) -> Value {
+pub(crate) fn result_for_view(result: &ToolResult) -> Value {
     let content: Vec<Value> = result
         .content
         .iter()
