@@ -60,7 +60,7 @@ fn views_server(changed: Arc<AtomicBool>) -> impl Fn(&str, &Value) -> Reply + Se
                         item(VIEW_MIME_TYPE, "<h1>Chart, new</h1>".into())
                     }
                     "ui://views/chart" => item(VIEW_MIME_TYPE, "<h1>Chart</h1>".into()),
-                    "ui://views/huge" => item(VIEW_MIME_TYPE, "x".repeat(5 * 1024 * 1024)),
+                    "ui://views/huge" => item(VIEW_MIME_TYPE, "x".repeat(9 * 1024 * 1024)),
                     "ui://views/picture" => item("image/svg+xml", "<svg/>".into()),
                     _ => Reply::Error(-32002, "Resource not found"),
                 }
@@ -97,7 +97,7 @@ async fn a_view_that_cannot_be_read_leaves_its_tool_working_and_says_why() {
         .collect();
     assert_eq!(said.len(), 3, "{said:?}");
     assert!(
-        said.iter().any(|n| n.contains("ui://views/huge") && n.contains("more than the 4 MiB"))
+        said.iter().any(|n| n.contains("ui://views/huge") && n.contains("more than the 8 MiB"))
     );
     assert!(said.iter().any(|n| n.contains("image/svg+xml, not text/html;profile=mcp-app")));
     assert!(
