@@ -84,6 +84,10 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
     assert!(!policy.contains("allow-same-origin"), "{policy}");
     assert!(policy.contains("connect-src 'none'"), "{policy}");
     assert!(policy.contains("frame-ancestors 'self'"), "{policy}");
+    assert!(headers.get("x-frame-options").is_none());
+    // Nothing else of the API may be framed, by a view or anyone.
+    let (_, api_headers, _) = tab.fetch(&format!("/api/v1/conversations/{id}")).await;
+    assert_eq!(api_headers["x-frame-options"], "DENY");
 
     // Nobody else's.
     tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
@@ -105,6 +109,13 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
     let elsewhere = tab.post("/api/v1/mcp/view-calls", ask(&call_id, "echo")).await;
     assert_eq!(elsewhere.status, 400, "{elsewhere:?}");
     assert_eq!(elsewhere.json["error"], "unknown_tool");
+    // Reading its server's resources needs no card, as reading does not for the person.
+    let read_body = json!({"callId": call_id, "uri": "ui://get-time/mcp-app.html"});
+    let read = tab.post("/api/v1/mcp/view-reads", read_body.clone()).await;
+    assert_eq!(read.status, 200, "{read:?}");
+    assert_eq!(read.json["contents"][0]["uri"], "ui://get-time/mcp-app.html");
+    assert!(read.json["contents"][0]["text"].as_str().unwrap().contains("<html"), "{read:?}");
+    assert_eq!(other.post("/api/v1/mcp/view-reads", read_body).await.status, 404);
     for (choice, status) in [("refuse", 409), ("allow", 200)] {
         let mut asking = server.tab();
         asking.login("root", PASSWORD).await;

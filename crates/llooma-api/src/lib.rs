@@ -141,6 +141,7 @@ pub fn router(state: AppState) -> Router {
         .route("/mcp/servers/{id}/icon", get(mcp::icon))
         .route("/mcp/servers/{id}/views/{hash}", get(mcp::view))
         .route("/mcp/view-calls", post(mcp::view_call))
+        .route("/mcp/view-reads", post(mcp::view_read))
         .route("/mcp/catalogue", get(catalogue::list))
         .route("/mcp/catalogue/{id}/rating", put(catalogue::rate).delete(catalogue::unrate))
         .route("/mcp/settings", get(mcp::get_settings).patch(mcp::patch_settings))
@@ -195,6 +196,7 @@ pub fn router(state: AppState) -> Router {
             post(mcp::admin_suspend).delete(mcp::admin_unsuspend),
         )
         .fallback(|| async { error::ApiError::NotFound })
+        .layer(axum::middleware::map_response(never_framed))
         .layer(axum::middleware::from_fn_with_state(state.clone(), csrf::check_origin))
         .layer(DefaultBodyLimit::max(extract::BODY_LIMIT));
     Router::new()
@@ -202,6 +204,24 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .nest("/api/v1", api)
         .with_state(state)
+}
+
+/// No API answer may be framed, but a view's document (whose own policy says who may frame it):
+/// the page frames views from its own origin, and a view must not load the API, a file or an
+/// event stream into a frame of its own with the person's session.
+async fn never_framed(mut response: axum::response::Response) -> axum::response::Response {
+    let framed_by_policy = response
+        .headers()
+        .get(axum::http::header::CONTENT_SECURITY_POLICY)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|policy| policy.contains("frame-ancestors"));
+    if !framed_by_policy {
+        response.headers_mut().insert(
+            axum::http::header::X_FRAME_OPTIONS,
+            axum::http::HeaderValue::from_static("DENY"),
+        );
+    }
+    response
 }
 
 /// Ready when the database answers.

@@ -160,8 +160,9 @@ pub async fn view(
     let policy = HeaderValue::from_str(&served.policy)
         .map_err(|_| ApiError::Internal("a view's policy is not a header value".to_owned()))?;
     headers.insert(header::CONTENT_SECURITY_POLICY, policy);
-    // A version never changes under its hash.
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=86400"));
+    // Asked for again each time it is shown: a server suspended or removed since has its view
+    // refused at once.
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
     Ok(response)
 }
 
@@ -188,6 +189,26 @@ pub async fn view_call(
         .view_tool_call(&signed_in.account.id, &body.call_id, &body.name, body.arguments)
         .await?;
     Ok(Json(result))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ViewReadBody {
+    /// The id of the call whose view asks (its step's `callId`).
+    call_id: String,
+    /// A resource of that call's server.
+    uri: String,
+}
+
+/// `POST /api/v1/mcp/view-reads`: a resource of its own server a tool's view (MCP Apps) reads.
+pub async fn view_read(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    ApiJson(body): ApiJson<ViewReadBody>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let read =
+        state.app.view_resource_read(&signed_in.account.id, &body.call_id, &body.uri).await?;
+    Ok(Json(read))
 }
 
 /// `PATCH /api/v1/mcp/servers/{id}`: label and the owner's switch.

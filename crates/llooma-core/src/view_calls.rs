@@ -7,9 +7,13 @@
 //! rule), with the same two-minute answer window and first-answer rule. A bot or a spoken turn
 //! has no view, so it can never ask.
 
-use llooma_approval_broker::{Broker, CallState, NewCall, Unasked};
+use std::sync::Arc;
+
+use llooma_approval_broker::{Broker, CallState, NewCall, PendingCall, Unasked};
 use llooma_consent::{ConsentCall, ConsentDecision, TrustLevel, decide};
-use serde_json::Value;
+use llooma_mcp_client::{ContentItem, Snapshot};
+use llooma_store::McpServer;
+use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::error::AppError;
@@ -28,32 +32,7 @@ impl App {
         name: &str,
         arguments: Value,
     ) -> Result<Value, AppError> {
-        let origin = self
-            .store
-            .approval_call(drawn_by)
-            .await?
-            .filter(|c| c.account_id == account_id && c.question_json.is_none())
-            .ok_or(AppError::NotFound)?;
-        if origin.state != CallState::Allowed {
-            return Err(AppError::NotFound);
-        }
-        let server = self
-            .store
-            .mcp_server(account_id, &origin.server_id)
-            .await?
-            .ok_or(AppError::NotFound)?;
-        let snapshot = parse_snapshot(self, &server)?;
-        // The call that drew it was of a tool with a view: a view of this server asks.
-        let drew = snapshot.tools.iter().find(|t| t.name == origin.tool_name);
-        if drew.is_none_or(|t| t.view.is_none()) {
-            return Err(AppError::NotFound);
-        }
-        if !server.is_active() {
-            return Err(AppError::Forbidden(format!(
-                "{} is switched off or suspended: its view's calls are not made.",
-                server.label
-            )));
-        }
+        let (origin, server, snapshot) = self.viewing(account_id, drawn_by).await?;
         let Some(tool) = snapshot.tools.iter().find(|t| t.name == name) else {
             return Err(AppError::invalid(
                 "unknown_tool",
@@ -132,11 +111,122 @@ impl App {
         };
         Broker::<llooma_store::Store>::verify_arguments(&approved, &arguments)?;
         let sent = approved.arguments()?;
+        // The answer may have taken two minutes: the tool must still be in use as it was shown.
+        let in_use = crate::engine::mcp::InUseCheck::still_in_use(
+            self, account_id, &server.id, &tool.name, &tool.hash,
+        )
+        .await
+        .map_err(|e| AppError::Internal(e.to_string()))?;
+        if !in_use {
+            return Err(AppError::conflict(
+                "tool_changed",
+                "The call was not made: the tool changed, or its server was switched off or \
+                 suspended, while you were asked.",
+            ));
+        }
         let token = decrypt_token(self, &server)?;
         let result = self
             .mcp
             .call_tool_asking(&server.id, &server.address, token.as_ref(), &tool.name, sent, None)
             .await?;
+        if let Err(why) = result.check_output(tool.output_schema.as_ref()) {
+            return Err(AppError::invalid(
+                "result_not_used",
+                format!("{} returned a result that was not used: {why}.", server.label),
+            ));
+        }
         Ok(crate::engine::mcp::result_for_view(&result))
+    }
+
+    /// Reads a resource of the server whose call drew the view (as reading is for the person:
+    /// no card), for the view. Returns the contents as the view receives them (an MCP
+    /// `ReadResourceResult`), bounded like any resource read.
+    pub async fn view_resource_read(
+        &self,
+        account_id: &str,
+        drawn_by: &str,
+        uri: &str,
+    ) -> Result<Value, AppError> {
+        let (_, server, _) = self.viewing(account_id, drawn_by).await?;
+        let token = decrypt_token(self, &server)?;
+        let session = self.mcp.connect(&server.address, token.as_ref()).await?;
+        let read = session.read_resource(uri).await;
+        session.close().await;
+        let read = read?;
+        let contents: Vec<Value> = read
+            .contents
+            .iter()
+            .filter_map(|item| match item {
+                ContentItem::Resource { uri, mime_type, text, blob } => {
+                    let mut shaped = json!({"uri": uri});
+                    if let Some(mime_type) = mime_type {
+                        shaped["mimeType"] = json!(mime_type);
+                    }
+                    match (text, blob) {
+                        (Some(text), _) => shaped["text"] = json!(text),
+                        (None, Some(blob)) => shaped["blob"] = json!(blob),
+                        (None, None) => shaped["text"] = json!(""),
+                    }
+                    Some(shaped)
+                }
+                // What a limit cut says so in words.
+                ContentItem::Text { text } => Some(json!({"uri": uri, "text": text})),
+                _ => None,
+            })
+            .collect();
+        Ok(json!({"contents": contents}))
+    }
+
+    /// The call whose view asks (`drawn_by`), its server and that server's snapshot: only a
+    /// call of the account's that was made, of a tool with a view, on a server still the
+    /// account's and in use.
+    async fn viewing(
+        &self,
+        account_id: &str,
+        drawn_by: &str,
+    ) -> Result<(PendingCall, McpServer, Arc<Snapshot>), AppError> {
+        let origin = self
+            .store
+            .approval_call(drawn_by)
+            .await?
+            .filter(|c| c.account_id == account_id && c.question_json.is_none())
+            .ok_or(AppError::NotFound)?;
+        // A call a view asked for draws no view of its own.
+        if origin.state != CallState::Allowed
+            || llooma_types::asking_view(&origin.model_tool_name).is_some()
+        {
+            return Err(AppError::NotFound);
+        }
+        let server = self
+            .store
+            .mcp_server(account_id, &origin.server_id)
+            .await?
+            .ok_or(AppError::NotFound)?;
+        let snapshot = parse_snapshot(self, &server)?;
+        // The call that drew it was of a tool, as it is defined now, whose view was kept: a view
+        // of this server, of this version, asks.
+        let drew = snapshot.tools.iter().find(|t| {
+            t.name == origin.tool_name
+                && t.hash == origin.tool_definition_hash
+                && t.view.as_ref().is_some_and(|v| v.document_hash.is_some())
+        });
+        if drew.is_none() {
+            return Err(AppError::NotFound);
+        }
+        let conversation = self.conversation(account_id, &origin.conversation_id).await?;
+        let settings = self.store.tool_settings(account_id).await?;
+        if !(conversation.mcp_enabled || settings.mcp_everywhere) {
+            return Err(AppError::Forbidden(
+                "MCP is switched off in this conversation: its views' calls are not made."
+                    .to_owned(),
+            ));
+        }
+        if !server.is_active() {
+            return Err(AppError::Forbidden(format!(
+                "{} is switched off or suspended: its view's calls are not made.",
+                server.label
+            )));
+        }
+        Ok((origin, server, snapshot))
     }
 }

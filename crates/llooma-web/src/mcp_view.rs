@@ -64,14 +64,18 @@ pub enum Action {
     Ready,
     /// Draw the view this tall.
     Resize(f64),
-    /// Draw the view in this mode, and answer.
-    Display(DisplayMode, Value),
+    /// The view asks to be drawn in this mode: it is offered to the person, never done unasked
+    /// (a full-screen view could pass itself off as the page); answer with the mode it has.
+    AskDisplay { id: Value, mode: DisplayMode },
     /// Show the person this address to open, and answer.
     OfferLink(String, Value),
-    /// Put these words in the composer, and answer.
-    Compose(String, Value),
+    /// Offer these words to the person for their next message (never put in the box unasked),
+    /// and answer.
+    Suggest(String, Value),
     /// Put a call to this tool of the view's server to the person; answer with its result.
     CallTool { id: Value, name: String, arguments: Value },
+    /// Read this resource of the view's server; answer with its contents.
+    ReadResource { id: Value, uri: String },
 }
 
 /// The host side of one view's protocol: what it knows of the page and of the call.
@@ -122,7 +126,7 @@ impl Host {
                     Some("fullscreen") => DisplayMode::Fullscreen,
                     _ => DisplayMode::Inline,
                 };
-                Action::Display(mode, result(json!({"mode": mode.word()})))
+                Action::AskDisplay { id, mode }
             }
             "ui/open-link" => match params.get("url").and_then(Value::as_str) {
                 Some(url) if openable(url) => Action::OfferLink(url.to_owned(), result(json!({}))),
@@ -133,7 +137,7 @@ impl Host {
                 if text.trim().is_empty() {
                     return error(-32602, "a message needs text");
                 }
-                Action::Compose(text, result(json!({})))
+                Action::Suggest(text, result(json!({})))
             }
             "tools/call" => match params.get("name").and_then(Value::as_str) {
                 Some(name) if !name.is_empty() => Action::CallTool {
@@ -142,6 +146,12 @@ impl Host {
                     arguments: params.get("arguments").cloned().unwrap_or_else(|| json!({})),
                 },
                 _ => error(-32602, "a tool call needs the tool's name"),
+            },
+            "resources/read" => match params.get("uri").and_then(Value::as_str) {
+                Some(uri) if !uri.is_empty() && uri.len() <= 2048 => {
+                    Action::ReadResource { id, uri: uri.to_owned() }
+                }
+                _ => error(-32602, "a read needs the resource's address"),
             },
             _ => error(-32601, "Method not found"),
         }
@@ -155,6 +165,7 @@ impl Host {
             "hostCapabilities": {
                 "openLinks": {},
                 "serverTools": {},
+                "serverResources": {},
                 "message": {"text": {}},
             },
             "hostContext": {
@@ -174,7 +185,21 @@ pub fn openable(url: &str) -> bool {
     let lower = url.trim_start().to_ascii_lowercase();
     url.len() <= MAX_LINK_BYTES
         && (lower.starts_with("https://") || lower.starts_with("http://"))
-        && !url.chars().any(char::is_control)
+        && !url.chars().any(|c| c.is_control() || c.is_whitespace() || invisible(c))
+}
+
+/// Characters that change how an address reads without being seen: direction marks and
+/// overrides, zero-width ones, the soft hyphen.
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{00AD}' | '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// The host an address leads to, shown on its own beside it.
+pub fn link_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority.rsplit('@').next().unwrap_or_default().to_ascii_lowercase()
 }
 
 /// The text of a `ui/message`'s content (its text blocks, one after another).
@@ -223,16 +248,23 @@ pub fn McpViewFrame(
     let mode = RwSignal::new(DisplayMode::Inline);
     let link = RwSignal::new(None::<String>);
     let note = RwSignal::new(None::<String>);
+    let suggestion = RwSignal::new(None::<String>);
+    // Loaded only once the page listens to it: a view that speaks first is not missed.
+    let src = RwSignal::new(None::<String>);
     let frame = NodeRef::<leptos::html::Iframe>::new();
     #[cfg(feature = "hydrate")]
     {
         let token = use_context::<PageToken>().map(|t| t.0).unwrap_or_default();
-        let asked = hydrated::Asked { call_id, token };
-        hydrated::follow(frame, view.clone(), asked, height, mode, link, note);
+        let asked = hydrated::Asked { call_id, token, calling: RwSignal::new(false) };
+        let shown = hydrated::Shown { height, mode, link, note, suggestion };
+        hydrated::follow(frame, view.clone(), asked, shown);
+        // After hydration (an attribute set while hydrating is taken as already drawn).
+        let document = view.document.clone();
+        Effect::new(move |_| src.set(Some(document.clone())));
     }
     // Drawn on the server, the view only waits for the browser.
     #[cfg(not(feature = "hydrate"))]
-    let _ = (height, call_id);
+    let _ = (height, call_id, view);
     let title = format!("View from {server}: {tool}");
     let toggle = move |_| {
         mode.update(|m| {
@@ -262,7 +294,7 @@ pub fn McpViewFrame(
                 node_ref=frame
                 class="mcp-view-frame"
                 title=title
-                src=view.document.clone()
+                src=move || src.get()
                 sandbox="allow-scripts allow-forms"
                 referrerpolicy="no-referrer"
                 allow=""
@@ -274,7 +306,7 @@ pub fn McpViewFrame(
                             <p class="mcp-view-link" role="status">
                                 "The view asks to open "
                                 <code>{url.clone()}</code>
-                                " "
+                                {format!(" (on {}) ", link_host(&url))}
                                 <a
                                     href=url.clone()
                                     target="_blank"
@@ -291,9 +323,45 @@ pub fn McpViewFrame(
                         }
                     })
             }}
+            {move || {
+                suggestion
+                    .get()
+                    .map(|words| {
+                        let put = words.clone();
+                        view! {
+                            <p class="mcp-view-suggestion" role="status">
+                                "The view suggests a message: "
+                                <q>{words}</q>
+                                " "
+                                <button
+                                    type="button"
+                                    on:click=move |_| {
+                                        put_in_composer(&put);
+                                        suggestion.set(None);
+                                    }
+                                >
+                                    "Put in the message box"
+                                </button>
+                                " "
+                                <button type="button" on:click=move |_| suggestion.set(None)>
+                                    "Dismiss"
+                                </button>
+                            </p>
+                        }
+                    })
+            }}
             {move || note.get().map(|text| view! { <p class="mcp-view-note" role="status">{text}</p> })}
         </div>
     }
+}
+
+/// Puts a view's words in the composer, after what is typed there: the person's click did it,
+/// and they send them or not.
+fn put_in_composer(words: &str) {
+    #[cfg(feature = "hydrate")]
+    hydrated::compose(words);
+    #[cfg(not(feature = "hydrate"))]
+    let _ = words;
 }
 
 #[cfg(feature = "hydrate")]
@@ -308,11 +376,23 @@ mod hydrated {
 
     use super::{Action, DisplayMode, Host, MAX_MESSAGE_BYTES, MAX_MESSAGES_PER_SECOND};
 
-    /// Where the view's calls are asked for: under the call that drew it, with the page's token.
+    /// Where the view's calls are asked for: under the call that drew it, with the page's token,
+    /// one at a time.
     #[derive(Clone)]
     pub struct Asked {
         pub call_id: String,
         pub token: String,
+        pub calling: RwSignal<bool>,
+    }
+
+    /// What the page shows of the view and of what it asked.
+    #[derive(Clone, Copy)]
+    pub struct Shown {
+        pub height: RwSignal<f64>,
+        pub mode: RwSignal<DisplayMode>,
+        pub link: RwSignal<Option<String>>,
+        pub note: RwSignal<Option<String>>,
+        pub suggestion: RwSignal<Option<String>>,
     }
 
     /// Listens to the frame's messages for as long as the view is on the page.
@@ -320,11 +400,9 @@ mod hydrated {
         frame: NodeRef<leptos::html::Iframe>,
         view: StepView,
         asked: Asked,
-        height: RwSignal<f64>,
-        mode: RwSignal<DisplayMode>,
-        link: RwSignal<Option<String>>,
-        note: RwSignal<Option<String>>,
+        shown: Shown,
     ) {
+        let Shown { height, mode, link, note, suggestion } = shown;
         let window = window();
         let dark = window
             .match_media("(prefers-color-scheme: dark)")
@@ -363,8 +441,12 @@ mod hydrated {
             if count >= MAX_MESSAGES_PER_SECOND {
                 return;
             }
-            let Ok(text) = js_sys::JSON::stringify(&event.data()) else { return };
-            let text: String = text.into();
+            // (`undefined` has no JSON: such a message is no message.)
+            let Some(text) =
+                js_sys::JSON::stringify(&event.data()).ok().and_then(|t| t.as_string())
+            else {
+                return;
+            };
             if text.len() > MAX_MESSAGE_BYTES {
                 return;
             }
@@ -376,6 +458,7 @@ mod hydrated {
                     let _ = target.post_message(&value, "*");
                 }
             };
+            let busy = |id: &Value, why: &str| json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32000, "message": why}});
             match host.answer(&message) {
                 Action::Ignore => {}
                 Action::Reply(answer) => post(&answer),
@@ -385,61 +468,105 @@ mod hydrated {
                     }
                 }
                 Action::Resize(to) => height.set(to),
-                Action::Display(to, answer) => {
-                    mode.set(to);
-                    post(&answer);
+                Action::AskDisplay { id, mode: wanted } => {
+                    let now = mode.get_untracked();
+                    if wanted == DisplayMode::Fullscreen && now == DisplayMode::Inline {
+                        note.set(Some(
+                            "The view asks to be shown full screen: use Full screen above."
+                                .to_owned(),
+                        ));
+                    }
+                    post(&json!({"jsonrpc": "2.0", "id": id, "result": {"mode": now.word()}}));
                 }
                 Action::OfferLink(url, answer) => {
-                    link.set(Some(url));
-                    post(&answer);
+                    // One at a time: the address shown is not swapped under the person's click.
+                    if link.get_untracked().is_some() {
+                        post(&busy(&answer["id"], "a link already waits for the person"));
+                    } else {
+                        link.set(Some(url));
+                        post(&answer);
+                    }
                 }
-                Action::Compose(words, answer) => {
-                    compose(&words);
-                    note.set(Some(
-                        "The view put a message in the box below: send it, change it or clear it."
-                            .to_owned(),
-                    ));
-                    post(&answer);
+                Action::Suggest(words, answer) => {
+                    if suggestion.get_untracked().is_some() {
+                        post(&busy(&answer["id"], "a message already waits for the person"));
+                    } else {
+                        suggestion.set(Some(words));
+                        post(&answer);
+                    }
                 }
                 Action::CallTool { id, name, arguments } => {
+                    if asked.calling.get_untracked() {
+                        post(&busy(&id, "the view's last call still waits for the person"));
+                        return;
+                    }
+                    asked.calling.set(true);
+                    // The card it asks for must not be hidden under the view.
+                    mode.set(DisplayMode::Inline);
                     note.set(Some(format!(
                         "The view asks to call {name}: answer its card to let it, or not."
                     )));
-                    let (asked, target) = (asked.clone(), target.clone());
-                    leptos::task::spawn_local(async move {
-                        let body =
-                            json!({"callId": asked.call_id, "name": name, "arguments": arguments});
-                        let answer = match crate::api::call(
-                            "POST",
-                            "/api/v1/mcp/view-calls",
-                            Some(body),
-                            Some(&asked.token),
-                        )
-                        .await
-                        {
-                            Ok(result) => {
-                                note.set(None);
-                                json!({"jsonrpc": "2.0", "id": id, "result": result})
-                            }
-                            Err(failure) => {
-                                note.set(Some(format!("The view's call: {}", failure.message)));
-                                json!({"jsonrpc": "2.0", "id": id, "error": {
-                                    "code": -32000, "message": failure.message
-                                }})
-                            }
-                        };
-                        if let Ok(value) = js_sys::JSON::parse(&answer.to_string()) {
-                            let _ = target.post_message(&value, "*");
-                        }
-                    });
+                    let body =
+                        json!({"callId": asked.call_id, "name": name, "arguments": arguments});
+                    let request = Request { path: "/api/v1/mcp/view-calls", body, id };
+                    ask_instance(request, &asked, target.clone(), Some(note));
+                }
+                Action::ReadResource { id, uri } => {
+                    let body = json!({"callId": asked.call_id, "uri": uri});
+                    let request = Request { path: "/api/v1/mcp/view-reads", body, id };
+                    ask_instance(request, &asked, target.clone(), None);
                 }
             }
         });
         on_cleanup(move || handle.remove());
     }
 
+    /// A request to the instance on a view's behalf, and the view's request it answers.
+    struct Request {
+        path: &'static str,
+        body: Value,
+        id: Value,
+    }
+
+    /// Asks the instance on the view's behalf and answers the view with what came back: the
+    /// result, or the instance's refusal in words (also said under the view when `note` is
+    /// given, which marks a call: the view may ask the next once it is answered).
+    fn ask_instance(
+        request: Request,
+        asked: &Asked,
+        target: web_sys::Window,
+        note: Option<RwSignal<Option<String>>>,
+    ) {
+        let (token, calling) = (asked.token.clone(), asked.calling);
+        leptos::task::spawn_local(async move {
+            let Request { path, body, id } = request;
+            let answer = match crate::api::call("POST", path, Some(body), Some(&token)).await {
+                Ok(result) => {
+                    if let Some(note) = note {
+                        note.set(None);
+                    }
+                    json!({"jsonrpc": "2.0", "id": id, "result": result})
+                }
+                Err(failure) => {
+                    if let Some(note) = note {
+                        note.set(Some(format!("The view's call: {}", failure.message)));
+                    }
+                    json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32000, "message": failure.message
+                    }})
+                }
+            };
+            if note.is_some() {
+                calling.set(false);
+            }
+            if let Ok(value) = js_sys::JSON::parse(&answer.to_string()) {
+                let _ = target.post_message(&value, "*");
+            }
+        });
+    }
+
     /// Puts a view's words in the composer, after what is typed there: the person sends them.
-    fn compose(words: &str) {
+    pub fn compose(words: &str) {
         let area = document()
             .query_selector("form.composer textarea")
             .ok()
@@ -522,7 +649,13 @@ mod tests {
         assert!(matches!(host().answer(&open(&long)), Action::Reply(_)));
         let message = json!({"jsonrpc": "2.0", "id": "m", "method": "ui/message", "params": {
             "role": "user", "content": [{"type": "text", "text": "Book it"}]}});
-        assert!(matches!(host().answer(&message), Action::Compose(t, _) if t == "Book it"));
+        assert!(matches!(host().answer(&message), Action::Suggest(t, _) if t == "Book it"));
+        for hidden in
+            ["https://exa\u{202E}lpmaxe.com/", "https://a.example/\u{200B}x", "https://a b/"]
+        {
+            assert!(!openable(hidden), "{hidden:?}");
+        }
+        assert_eq!(link_host("https://user@Docs.Example.com:8443/a?b#c"), "docs.example.com:8443");
     }
 
     #[test]
@@ -539,6 +672,15 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 9, "method": "ui/download-file", "params": {}});
         let Action::Reply(answer) = host().answer(&unknown) else { panic!() };
         assert_eq!(answer["error"]["code"], -32601);
+        let read = json!({"jsonrpc": "2.0", "id": 5, "method": "resources/read", "params": {"uri": "ui://a/b"}});
+        assert_eq!(
+            host().answer(&read),
+            Action::ReadResource { id: json!(5), uri: "ui://a/b".into() }
+        );
+        let nowhere = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read", "params": {}});
+        assert!(
+            matches!(host().answer(&nowhere), Action::Reply(a) if a["error"]["code"] == -32602)
+        );
         let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "get-time"}});
         assert_eq!(
             host().answer(&call),

@@ -227,7 +227,7 @@ fn review_item(tool: &McpToolView, highlight: &[String]) -> impl IntoView + use<
                         <span
                             class="badge view-badge"
                             title="The server shows this tool's result in an interactive view, \
-                                   sandboxed in the conversation; every call it makes is put to you."
+                                   sandboxed in the conversation; every call it makes goes through your consent."
                         >
                             "has a view"
                         </span>

@@ -63,10 +63,16 @@ async fn browser_a_tools_view_shows_its_result_in_the_timeline_and_asks_the_pers
     browser.script("document.getElementById('send-message-btn').click()").await;
     browser.script("document.getElementById('open-link-btn').click()").await;
     browser.leave_frame().await;
-    browser.wait_text(".mcp-view .mcp-view-note", "put a message in the box below").await;
+    // The message waits beside the view; only the person's click puts it in the box.
+    browser.wait_text(".mcp-view .mcp-view-suggestion", "This is message text.").await;
+    assert_eq!(browser.value("textarea[name=message]").await, "");
+    browser.click_text(".mcp-view .mcp-view-suggestion button", "Put in the message box").await;
     assert_eq!(browser.value("textarea[name=message]").await, "This is message text.");
     let link = browser.wait_text(".mcp-view .mcp-view-link", "The view asks to open").await;
-    assert!(link.contains("https://modelcontextprotocol.io/"), "{link}");
+    assert!(
+        link.contains("https://modelcontextprotocol.io/ (on modelcontextprotocol.io)"),
+        "{link}"
+    );
     let sent = model.chat_bodies().iter().any(|b| b.to_string().contains("This is message text."));
     assert!(!sent, "the view's message reached the model without the person");
 
@@ -166,7 +172,8 @@ async fn browser_a_hostile_view_reaches_nothing_and_the_page_stays_usable() {
     assert_eq!(said("instance"), "blocked", "{report}");
     assert_eq!(said("private"), "blocked", "{report}");
     assert!(said("answer secret").contains("not made"), "{report}");
-    assert!(said("answer other").contains("no tool named"), "{report}");
+    // One call at a time: the next waits until the person answered the last.
+    assert!(said("answer other").contains("last call still waits for the person"), "{report}");
     let answered: u32 = said("flood answers").parse().unwrap_or(0);
     assert!(answered <= 100, "{answered} of 5000 flooding requests answered");
 
