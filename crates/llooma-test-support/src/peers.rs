@@ -113,18 +113,7 @@ pub fn basic_app() -> Option<Peer> {
 /// The Python `mcp` SDK server whose tools come with a hostile view (MCP Apps)
 /// (`tests/peers/hostile_view_server.py` of llooma-mcp-client).
 pub fn hostile_view() -> Option<Peer> {
-    let python = peer_path("LLOOMA_PYTHON")?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../llooma-mcp-client/tests/peers/hostile_view_server.py");
-    let port = free_port();
-    let child = Command::new(python)
-        .arg(script)
-        .arg(port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting python");
-    Some(wait_for(child, port, "the Python hostile view server"))
+    python_peer("hostile_view_server.py", "the Python hostile view server")
 }
 
 /// The gateway-like server on the Python `mcp` SDK (`tests/peers/gateway_server.py` of
@@ -147,9 +136,15 @@ pub fn gateway(token: Option<&str>) -> Option<Peer> {
 /// The Python `mcp` SDK server whose tools run as long-running tasks
 /// (`tests/peers/tasks_server.py` of llooma-mcp-client).
 pub fn tasks() -> Option<Peer> {
+    python_peer("tasks_server.py", "the Python tasks server")
+}
+
+/// A server of ours on the Python `mcp` SDK (`script` in llooma-mcp-client's `tests/peers/`),
+/// given its port as its one argument.
+fn python_peer(script: &str, what: &str) -> Option<Peer> {
     let python = peer_path("LLOOMA_PYTHON")?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../llooma-mcp-client/tests/peers/tasks_server.py");
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../llooma-mcp-client/tests/peers").join(script);
     let port = free_port();
     let child = Command::new(python)
         .arg(script)
@@ -158,5 +153,5 @@ pub fn tasks() -> Option<Peer> {
         .stderr(Stdio::null())
         .spawn()
         .expect("starting python");
-    Some(wait_for(child, port, "the Python tasks server"))
+    Some(wait_for(child, port, what))
 }

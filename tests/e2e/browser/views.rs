@@ -147,6 +147,7 @@ async fn browser_a_hostile_view_reaches_nothing_and_the_page_stays_usable() {
     // Its call to the tool only it may call is a card; refused, nothing is called.
     let card = browser.wait_text(".card.approval", "secret_action").await;
     assert!(card.contains("shady's view of probe wants to run secret_action"), "{card}");
+    browser.screenshot("mcp-view-call-card-desktop").await;
     browser.click(".card.approval button.refuse").await;
     browser.wait_gone(".card.approval").await;
 
