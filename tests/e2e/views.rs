@@ -109,6 +109,14 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
     let elsewhere = tab.post("/api/v1/mcp/view-calls", ask(&call_id, "echo")).await;
     assert_eq!(elsewhere.status, 400, "{elsewhere:?}");
     assert_eq!(elsewhere.json["error"], "unknown_tool");
+    // A group the person switched off stays off for the view too.
+    let off = json!({"group": "", "enabled": false});
+    let path = format!("/api/v1/mcp/servers/{server_id}/groups");
+    assert_eq!(tab.send("PUT", &path, Some(off)).await.status, 200);
+    let switched_off = tab.post("/api/v1/mcp/view-calls", ask(&call_id, "get-time")).await;
+    assert_eq!(switched_off.status, 403, "{switched_off:?}");
+    let on = json!({"group": "", "enabled": true});
+    assert_eq!(tab.send("PUT", &path, Some(on)).await.status, 200);
     // Reading its server's resources needs no card, as reading does not for the person.
     let read_body = json!({"callId": call_id, "uri": "ui://get-time/mcp-app.html"});
     let read = tab.post("/api/v1/mcp/view-reads", read_body.clone()).await;

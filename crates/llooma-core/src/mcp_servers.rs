@@ -165,6 +165,23 @@ pub(crate) fn for_model(tool: &ToolDef) -> bool {
     tool.view.as_ref().is_none_or(|view| view.for_model)
 }
 
+/// Whether the owner left on the group of a tool the model may be offered. A tool only a view
+/// calls is in no group: it is on with its server.
+pub(crate) async fn group_on(
+    app: &App,
+    server_id: &str,
+    snapshot: &Snapshot,
+    tool: &ToolDef,
+) -> Result<bool, AppError> {
+    if !for_model(tool) {
+        return Ok(true);
+    }
+    let switches: GroupSwitches =
+        app.store.mcp_group_switches(server_id).await?.into_iter().collect();
+    let groups = group_tools(&tool_names(snapshot));
+    Ok(switched_on(&groups, &switches).into_iter().any(|t| t.tool == tool.name))
+}
+
 /// Keeps the documents of the snapshot's views (see migration m0025); a version already kept
 /// stays as it is.
 async fn keep_views(app: &App, server_id: &str, snapshot: &Snapshot) -> Result<(), AppError> {

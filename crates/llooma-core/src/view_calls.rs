@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::error::AppError;
-use crate::mcp_servers::{decrypt_token, parse_snapshot};
+use crate::mcp_servers::{decrypt_token, group_on, parse_snapshot};
 
 impl App {
     /// Runs the call a view asks for: `drawn_by` is the id of the call whose view asks (its
@@ -44,6 +44,12 @@ impl App {
                 "not_for_views",
                 format!("{} lets only the model call {name}, not its view.", server.label),
             ));
+        }
+        if !group_on(self, &server.id, &snapshot, tool).await? {
+            return Err(AppError::Forbidden(format!(
+                "You switched off the group of {name} on {}: it is not called.",
+                server.label
+            )));
         }
         let arguments = match arguments {
             Value::Object(map) => Value::Object(map),
