@@ -20,6 +20,7 @@ pub mod approvals;
 pub mod bot_settings;
 pub mod bots;
 pub mod builtins;
+mod consent_gate;
 pub mod conversations;
 pub mod engine;
 pub mod error;
@@ -42,6 +43,7 @@ pub mod view_calls;
 pub mod views;
 
 pub use app::{App, AppParts};
+pub use consent_gate::StandingConsent;
 pub use engine::html;
 pub use engine::mcp::{
     ANNOUNCE_TOOL, AnnounceCost, InUseCheck, McpResource, McpTool, McpTurn, RESOURCE_LIST,

@@ -10,14 +10,14 @@
 //! by [`tools_digest`]); meanwhile only the tools consented to that the server still offers
 //! unchanged stay in use ([`still_consented`]), so no grant outlives its definition.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use llooma_mcp_client::{Snapshot, ToolDef};
 use llooma_store::{Account, McpServer, NewMcpServer, Suspension, ToolSettings};
 use llooma_tool_naming::{
-    GroupSwitches, Limits, NameTable, ServerTools, budget_warning, group_tools, select_tools,
-    server_slug, switched_on,
+    Group, GroupSwitches, Limits, NameTable, ServerTools, budget_warning, group_tools,
+    select_tools, server_slug, switched_on,
 };
 use llooma_types::{
     ADD_SERVERS_REFUSED, AdminMcpServerView, AnnounceCostView, GroupCostView, LeftOutTool,
@@ -127,8 +127,8 @@ fn non_empty(token: Option<Secret>) -> Option<Secret> {
 
 /// A stored server with its parsed snapshot and group switches.
 pub(crate) struct Loaded {
-    server: McpServer,
-    snapshot: Arc<Snapshot>,
+    pub(crate) server: McpServer,
+    pub(crate) snapshot: Arc<Snapshot>,
     switches: GroupSwitches,
 }
 
@@ -139,7 +139,7 @@ pub(crate) fn parse_snapshot(app: &App, server: &McpServer) -> Result<Arc<Snapsh
     })
 }
 
-async fn load(app: &App, server: McpServer) -> Result<Loaded, AppError> {
+pub(crate) async fn load(app: &App, server: McpServer) -> Result<Loaded, AppError> {
     let snapshot = parse_snapshot(app, &server)?;
     let switches = app.store.mcp_group_switches(&server.id).await?.into_iter().collect();
     Ok(Loaded { server, snapshot, switches })
@@ -165,35 +165,39 @@ pub(crate) fn for_model(tool: &ToolDef) -> bool {
     tool.view.as_ref().is_none_or(|view| view.for_model)
 }
 
-/// Whether the owner left on the group of a tool the model may be offered. A tool only a view
-/// calls is in no group: it is on with its server.
-pub(crate) async fn group_on(
-    app: &App,
-    server_id: &str,
-    snapshot: &Snapshot,
-    tool: &ToolDef,
-) -> Result<bool, AppError> {
-    if !for_model(tool) {
-        return Ok(true);
-    }
-    let switches: GroupSwitches =
-        app.store.mcp_group_switches(server_id).await?.into_iter().collect();
+/// The server's tools the model may be offered, grouped, and the names of those whose group
+/// the owner left on.
+fn groups_on(snapshot: &Snapshot, switches: &GroupSwitches) -> (Vec<Group>, HashSet<String>) {
     let groups = group_tools(&tool_names(snapshot));
-    Ok(switched_on(&groups, &switches).into_iter().any(|t| t.tool == tool.name))
+    let on = switched_on(&groups, switches).into_iter().map(|t| t.tool.to_owned()).collect();
+    (groups, on)
 }
 
-/// Keeps the documents of the snapshot's views (see migration m0025); a version already kept
-/// stays as it is.
-async fn keep_views(app: &App, server_id: &str, snapshot: &Snapshot) -> Result<(), AppError> {
-    for document in &snapshot.view_documents {
+impl Loaded {
+    /// Whether the owner left on the group of a tool the model may be offered. A tool only a
+    /// view calls is in no group: it is on with its server.
+    pub(crate) fn group_on(&self, tool: &ToolDef) -> bool {
+        !for_model(tool) || groups_on(&self.snapshot, &self.switches).1.contains(&tool.name)
+    }
+}
+
+/// Keeps the documents of a snapshot's views (see migration m0025); a version already kept
+/// stays as it is. Takes them by value: together they may weigh hundreds of megabytes, so they
+/// leave the snapshot as soon as it arrives and are never copied.
+async fn keep_views(
+    app: &App,
+    server_id: &str,
+    documents: Vec<llooma_mcp_client::ViewDocument>,
+) -> Result<(), AppError> {
+    for document in documents {
         let domains_json = serde_json::to_string(&document.domains)
             .map_err(|e| AppError::Internal(format!("serializing a view's domains: {e}")))?;
         app.store
             .put_mcp_view(llooma_store::McpView {
                 server_id: server_id.to_owned(),
-                hash: document.hash.clone(),
-                uri: document.uri.clone(),
-                html: document.html.clone(),
+                hash: document.hash,
+                uri: document.uri,
+                html: document.html,
                 domains_json,
                 prefers_border: document.prefers_border,
             })
@@ -230,9 +234,7 @@ fn catalogue(
     switches: &GroupSwitches,
     names: &NameTable<String>,
 ) -> (Vec<McpGroupView>, Vec<McpToolView>) {
-    let groups = group_tools(&tool_names(snapshot));
-    let on: std::collections::HashSet<&str> =
-        switched_on(&groups, switches).into_iter().map(|t| t.tool).collect();
+    let (groups, on) = groups_on(snapshot, switches);
     let group_of: HashMap<&str, &str> = groups
         .iter()
         .flat_map(|g| g.tools.iter().map(move |t| (t.as_str(), g.key.as_str())))
@@ -256,7 +258,7 @@ fn catalogue(
             description: t.description.clone(),
             annotations: t.annotations.clone(),
             input_schema: t.input_schema.clone(),
-            enabled: active && on.contains(t.name.as_str()),
+            enabled: active && on.contains(&t.name),
             icon: t.icon.as_ref().map(|_| llooma_types::mcp_icon_path(&id, Some(&t.name))),
             view: t.view.as_ref().is_some_and(|v| v.document_hash.is_some()),
             view_only: !for_model(t),
@@ -375,7 +377,8 @@ impl App {
         let address = clean_address(&body.address)?;
         let label = clean_label(body.label.as_deref(), &address)?;
         let token = non_empty(body.token);
-        let snapshot = self.mcp.snapshot(&address, token.as_ref()).await?;
+        let mut snapshot = self.mcp.snapshot(&address, token.as_ref()).await?;
+        let documents = std::mem::take(&mut snapshot.view_documents);
         if reviewed_tools.is_some_and(|reviewed| reviewed != tools_digest(&snapshot)) {
             return Err(tools_changed());
         }
@@ -400,7 +403,7 @@ impl App {
                 |taken| server_slug(taken.iter().map(String::as_str), &label),
             )
             .await?;
-        keep_views(self, &server.id, &snapshot).await?;
+        keep_views(self, &server.id, documents).await?;
         tracing::info!(account = %caller.id, server = %server.id, tools = snapshot.tools.len(), "MCP server added");
         self.mcp_server_detail(&caller.id, &server.id).await
     }
@@ -580,7 +583,8 @@ impl App {
         }
         let old = parse_snapshot(self, &server)?;
         let token = decrypt_token(self, &server)?;
-        let new = self.mcp.snapshot(&server.address, token.as_ref()).await?;
+        let mut new = self.mcp.snapshot(&server.address, token.as_ref()).await?;
+        let documents = std::mem::take(&mut new.view_documents);
         let (added, removed, changed) = changes(&old, &new);
         let digest = tools_digest(&new);
         if reviewed_tools.is_some_and(|reviewed| reviewed != digest) {
@@ -601,7 +605,7 @@ impl App {
         let json = serde_json::to_string(&in_use)
             .map_err(|e| AppError::Internal(format!("serializing a snapshot: {e}")))?;
         // The documents first: a stored snapshot never names a view that is not kept.
-        keep_views(self, id, &new).await?;
+        keep_views(self, id, documents).await?;
         // Not applied: stored with the stale mark in the same write, so the card says new tools wait.
         self.store.replace_mcp_snapshot(account_id, id, &json, !applied).await?;
         let server = self.owned_server(account_id, id).await?;

@@ -3,7 +3,7 @@
 //! [`App::run_plan`] builds the rest the same way for both.
 
 use llooma_approval_broker::Context;
-use llooma_consent::PermissionMode;
+
 use llooma_store::{Provider, Store};
 use tokio::sync::watch;
 
@@ -11,7 +11,8 @@ use crate::builtins::StoreMemory;
 use crate::mcp_servers::{OfferLimits, Tokens};
 use crate::{
     App, BuiltinTools, CURRENT_DATE, McpTurn, MemoryBudget, PageReader, PersonaMemory, READ_PAGE,
-    TurnEnd, TurnError, TurnRequest, TurnSink, WEB_SEARCH, WebSearch, rounds_for, run_turn,
+    StandingConsent, TurnEnd, TurnError, TurnRequest, TurnSink, WEB_SEARCH, WebSearch, rounds_for,
+    run_turn,
 };
 
 /// Which of the app's own tools a turn offers.
@@ -139,30 +140,18 @@ impl App {
         let settings = self.store.tool_settings(account_id).await?;
         let offered =
             self.offered(account_id, &settings, limits, Tokens::Decrypt).await.map_err(setup)?;
-        let (mode, grants, rules, context, announce) = match plan.mcp {
+        let (consent, context, announce) = match plan.mcp {
             // Nothing is remembered or asked: no call goes out.
-            McpUse::Spoken => (
-                PermissionMode::Ask,
-                Vec::new(),
-                Vec::new(),
-                Context::Spoken,
-                settings.announce_mode,
-            ),
+            McpUse::Spoken => (StandingConsent::nothing(), Context::Spoken, settings.announce_mode),
             McpUse::Asked => (
-                self.store.permission_mode(account_id).await?,
-                self.store.consent_grants(account_id).await?.into_iter().map(|g| g.grant).collect(),
-                self.store.consent_rules(account_id).await?.into_iter().map(|r| r.rule).collect(),
+                StandingConsent::of(&self.store, account_id).await?,
                 Context::Conversation,
                 settings.announce_mode,
             ),
             // The tick is the whole of the consent: nothing is remembered, nobody is asked.
-            McpUse::Unasked | McpUse::Off => (
-                PermissionMode::Ask,
-                Vec::new(),
-                Vec::new(),
-                Context::Bot { mcp_ticked: true },
-                false,
-            ),
+            McpUse::Unasked | McpUse::Off => {
+                (StandingConsent::nothing(), Context::Bot { mcp_ticked: true }, false)
+            }
         };
         Ok(McpTurn {
             tools: offered.tools,
@@ -171,9 +160,7 @@ impl App {
             instructions: offered.instructions,
             client: &self.mcp,
             broker: &self.broker,
-            mode,
-            grants,
-            rules,
+            consent,
             account_id: account_id.clone(),
             conversation_id: plan.conversation_id.clone(),
             turn_id: plan.turn_id.clone(),

@@ -7,17 +7,14 @@
 //! rule), with the same two-minute answer window and first-answer rule. A bot or a spoken turn
 //! has no view, so it can never ask.
 
-use std::sync::Arc;
-
-use llooma_approval_broker::{Broker, CallState, NewCall, PendingCall, Unasked};
-use llooma_consent::{ConsentCall, ConsentDecision, TrustLevel, decide};
-use llooma_mcp_client::{ContentItem, Snapshot};
-use llooma_store::McpServer;
+use llooma_approval_broker::{CallState, NewCall, PendingCall};
+use llooma_mcp_client::ContentItem;
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::consent_gate::{Cleared, StandingConsent, answered, sendable};
 use crate::error::AppError;
-use crate::mcp_servers::{decrypt_token, group_on, parse_snapshot};
+use crate::mcp_servers::{Loaded, decrypt_token, load};
 
 impl App {
     /// Runs the call a view asks for: `drawn_by` is the id of the call whose view asks (its
@@ -32,8 +29,9 @@ impl App {
         name: &str,
         arguments: Value,
     ) -> Result<Value, AppError> {
-        let (origin, server, snapshot) = self.viewing(account_id, drawn_by).await?;
-        let Some(tool) = snapshot.tools.iter().find(|t| t.name == name) else {
+        let (origin, loaded) = self.viewing(account_id, drawn_by).await?;
+        let server = &loaded.server;
+        let Some(tool) = loaded.snapshot.tools.iter().find(|t| t.name == name) else {
             return Err(AppError::invalid(
                 "unknown_tool",
                 format!("{} has no tool named {name:?} in use.", server.label),
@@ -45,7 +43,7 @@ impl App {
                 format!("{} lets only the model call {name}, not its view.", server.label),
             ));
         }
-        if !group_on(self, &server.id, &snapshot, tool).await? {
+        if !loaded.group_on(tool) {
             return Err(AppError::Forbidden(format!(
                 "You switched off the group of {name} on {}: it is not called.",
                 server.label
@@ -77,46 +75,21 @@ impl App {
             tool_hints_json: hints.as_ref().and_then(|h| serde_json::to_string(h).ok()),
             arguments: arguments.clone(),
         };
-        let mode = self.store.permission_mode(account_id).await?;
-        let grants: Vec<_> =
-            self.store.consent_grants(account_id).await?.into_iter().map(|g| g.grant).collect();
-        let rules: Vec<_> =
-            self.store.consent_rules(account_id).await?.into_iter().map(|r| r.rule).collect();
-        let decision = decide(
-            mode,
-            TrustLevel::ExternalMcp,
-            &grants,
-            &rules,
-            &ConsentCall {
-                server_address: &server.address,
-                tool_name: &tool.name,
-                tool_definition_hash: &tool.hash,
-                arguments: &arguments,
-                risk: None,
-                read_only_hint: hints.as_ref().and_then(|h| h.read_only) == Some(true),
-            },
-        );
-        let approved = match decision {
-            ConsentDecision::Allowed { because } => {
-                self.broker.record_unasked(new_call, Unasked::Remembered(because)).await?
-            }
-            ConsentDecision::Ask => {
-                let pending = self.broker.request(new_call).await?;
-                // The page that asked went away: the card goes with it.
-                let mut standing = self.broker.abandon_guard(&pending.id);
-                let outcome = self.broker.wait(&pending.id).await?;
-                standing.disarm();
-                if !outcome.allowed() {
-                    return Err(AppError::conflict(
+        let read_only = hints.as_ref().and_then(|h| h.read_only) == Some(true);
+        let consent = StandingConsent::of(&self.store, account_id).await?;
+        let approved = match consent.clear(&self.broker, new_call, read_only).await? {
+            Cleared::Unasked(call) => call,
+            // The page that asked went away: the card goes with it.
+            Cleared::Asking(pending, standing) => {
+                answered(&self.broker, &pending, standing).await?.map_err(|_| {
+                    AppError::conflict(
                         "call_not_allowed",
                         "The call was not made: it was refused, or not answered in time.",
-                    ));
-                }
-                outcome.call
+                    )
+                })?
             }
         };
-        Broker::<llooma_store::Store>::verify_arguments(&approved, &arguments)?;
-        let sent = approved.arguments()?;
+        let sent = sendable::<llooma_store::Store>(&approved, &arguments)?;
         // The answer may have taken two minutes: the tool must still be in use as it was shown.
         let in_use = crate::engine::mcp::InUseCheck::still_in_use(
             self, account_id, &server.id, &tool.name, &tool.hash,
@@ -130,7 +103,7 @@ impl App {
                  suspended, while you were asked.",
             ));
         }
-        let token = decrypt_token(self, &server)?;
+        let token = decrypt_token(self, server)?;
         let result = self
             .mcp
             .call_tool_asking(&server.id, &server.address, token.as_ref(), &tool.name, sent, None)
@@ -153,7 +126,7 @@ impl App {
         drawn_by: &str,
         uri: &str,
     ) -> Result<Value, AppError> {
-        let (_, server, _) = self.viewing(account_id, drawn_by).await?;
+        let (_, Loaded { server, .. }) = self.viewing(account_id, drawn_by).await?;
         let token = decrypt_token(self, &server)?;
         let session = self.mcp.connect(&server.address, token.as_ref()).await?;
         let read = session.read_resource(uri).await;
@@ -190,7 +163,7 @@ impl App {
         &self,
         account_id: &str,
         drawn_by: &str,
-    ) -> Result<(PendingCall, McpServer, Arc<Snapshot>), AppError> {
+    ) -> Result<(PendingCall, Loaded), AppError> {
         let origin = self
             .store
             .approval_call(drawn_by)
@@ -208,7 +181,8 @@ impl App {
             .mcp_server(account_id, &origin.server_id)
             .await?
             .ok_or(AppError::NotFound)?;
-        let snapshot = parse_snapshot(self, &server)?;
+        let loaded = load(self, server).await?;
+        let (server, snapshot) = (&loaded.server, &loaded.snapshot);
         // The call that drew it was of a tool, as it is defined now, whose view was kept: a view
         // of this server, of this version, asks.
         let drew = snapshot.tools.iter().find(|t| {
@@ -233,6 +207,6 @@ impl App {
                 server.label
             )));
         }
-        Ok((origin, server, snapshot))
+        Ok((origin, loaded))
     }
 }

@@ -1,18 +1,15 @@
 //! MCP tools inside a turn. Every call goes through consent and the approval broker before
 //! anything leaves the machine, and everything a server answers is wrapped as untrusted text.
 //!
-//! Order for one call: remembered consent (`llooma_consent::decide`) → either recorded as
-//! run unasked, or put to the person (`Broker::request`, a card, `Broker::wait`) → the arguments
-//! about to be sent are checked against those shown (`Broker::verify_arguments`) → the call →
-//! the result wrapped by the memory guard → a timeline step naming server and tool.
+//! Order for one call: the consent gate (`crate::consent_gate`: remembered consent, else a card,
+//! then the arguments about to be sent checked against those shown) → the tool still in use as
+//! the turn began → the call → the result wrapped by the memory guard → a timeline step naming
+//! server and tool.
 
 use std::sync::Arc;
 
 use llooma_approval_broker::{
     ApprovalPort, Broker, Context, Gate, NewCall, PendingCall, Unasked, gate,
-};
-use llooma_consent::{
-    AllowRule, ConsentCall, ConsentDecision, Grant, PermissionMode, TrustLevel, decide,
 };
 use llooma_mcp_client::{
     CallNews, ContentItem, McpClient, Progress, Snapshot, TaskReport, ToolResult,
@@ -28,6 +25,7 @@ use llooma_types::{
 use llooma_vault::Secret;
 use serde_json::{Value, json};
 
+use crate::consent_gate::{Cleared, StandingConsent, answered, sendable};
 use crate::engine::TurnSink;
 use crate::error::TurnError;
 
@@ -104,9 +102,8 @@ pub struct McpTurn<'a, P: ApprovalPort> {
     pub instructions: Vec<(String, String)>,
     pub client: &'a McpClient,
     pub broker: &'a Broker<P>,
-    pub mode: PermissionMode,
-    pub grants: Vec<Grant>,
-    pub rules: Vec<AllowRule>,
+    /// The account's remembered consent, read as the turn began.
+    pub consent: StandingConsent,
     pub account_id: String,
     pub conversation_id: String,
     pub turn_id: String,
@@ -545,52 +542,36 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             sink.event(TurnEvent::step(refused)).await?;
             return Ok(reason.to_owned());
         }
-        // A ticked bot runs its calls unasked (the tick is the whole of the consent); recorded.
-        let decision = (gate == Gate::Ask).then(|| {
-            decide(
-                self.mode,
-                TrustLevel::ExternalMcp,
-                &self.grants,
-                &self.rules,
-                &ConsentCall {
-                    server_address: &tool.server_address,
-                    tool_name: &tool.tool_name,
-                    tool_definition_hash: &tool.definition_hash,
-                    arguments: &arguments,
-                    risk: None,
-                    read_only_hint: tool.hints.as_ref().and_then(|h| h.read_only) == Some(true),
-                },
-            )
-        });
-        let approved = match decision {
-            None => self.broker.record_unasked(new_call, Unasked::Bot).await?,
-            Some(ConsentDecision::Allowed { because }) => {
-                self.broker.record_unasked(new_call, Unasked::Remembered(because)).await?
-            }
-            Some(ConsentDecision::Ask) => {
-                let pending = self.broker.request(new_call).await?;
-                // Stopped from here on, the card is withdrawn rather than left to lapse.
-                let mut standing = self.broker.abandon_guard(&pending.id);
+        let read_only = tool.hints.as_ref().and_then(|h| h.read_only) == Some(true);
+        let cleared = if gate == Gate::Ask {
+            self.consent.clear(self.broker, new_call, read_only).await?
+        } else {
+            // A ticked bot runs its calls unasked (the tick is the whole of the consent); recorded.
+            Cleared::Unasked(self.broker.record_unasked(new_call, Unasked::Bot).await?)
+        };
+        let approved = match cleared {
+            Cleared::Unasked(call) => call,
+            // Stopped from here on, the card is withdrawn rather than left to lapse.
+            Cleared::Asking(pending, standing) => {
                 // Set as soon as the card exists: tabs may see it (and Stop) from now on.
                 waiting_card.set(Some(step(StepState::Interrupted, Some(&pending.id))));
                 sink.event(TurnEvent::Approval(ApprovalShown { card: card_view(pending.card()) }))
                     .await?;
-                let outcome = self.broker.wait(&pending.id).await;
+                let answer = answered(self.broker, &pending, standing).await;
                 waiting_card.set(None);
-                let outcome = outcome?;
-                standing.disarm();
-                if !outcome.allowed() {
-                    let state = step_state(outcome.state());
-                    sink.event(TurnEvent::step(step(state, Some(&pending.id)))).await?;
-                    return Ok(outcome.model_text().unwrap_or_else(|| {
-                        format!("The call to {} was not made.", tool.model_name)
-                    }));
+                match answer? {
+                    Ok(call) => call,
+                    Err(outcome) => {
+                        let state = step_state(outcome.state());
+                        sink.event(TurnEvent::step(step(state, Some(&pending.id)))).await?;
+                        return Ok(outcome.model_text().unwrap_or_else(|| {
+                            format!("The call to {} was not made.", tool.model_name)
+                        }));
+                    }
                 }
-                outcome.call
             }
         };
-        Broker::<P>::verify_arguments(&approved, &arguments)?;
-        let sent = approved.arguments()?;
+        let sent = sendable::<P>(&approved, &arguments)?;
         if let Some(check) = self.in_use {
             let in_use = check
                 .still_in_use(
