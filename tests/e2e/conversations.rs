@@ -24,19 +24,20 @@ pub(crate) async fn setup(server: &Server, model: &FakeModel) -> (Tab, String) {
     (tab, conversation.json["id"].as_str().unwrap().to_owned())
 }
 
-/// A server that reaches the fake model and the gateway, an administrator with a conversation,
-/// and the gateway added as "hub" (`added` is that answer). Fields drop in order: the server
+/// A server that reaches the fake model and `peer`, an administrator's conversation with MCP
+/// on, and `peer` added under `label` (`added` is that answer). Fields drop in order: the server
 /// stops before its database goes.
-struct McpWorld {
-    model: FakeModel,
-    server: Server,
-    tab: Tab,
-    id: String,
-    added: crate::support::Reply,
-    _db: TestDb,
+pub(crate) struct McpWorld {
+    pub(crate) model: FakeModel,
+    pub(crate) server: Server,
+    pub(crate) tab: Tab,
+    /// The conversation's id.
+    pub(crate) id: String,
+    pub(crate) added: crate::support::Reply,
+    pub(crate) _db: TestDb,
 }
 
-async fn mcp_world(peer: &llooma_test_support::peers::Peer) -> McpWorld {
+pub(crate) async fn mcp_world(peer: &llooma_test_support::peers::Peer, label: &str) -> McpWorld {
     let model = FakeModel::start([]).await.unwrap();
     let db = TestDb::new();
     let server = Server::start(
@@ -45,8 +46,28 @@ async fn mcp_world(peer: &llooma_test_support::peers::Peer) -> McpWorld {
     );
     let (mut tab, id) = setup(&server, &model).await;
     let added =
-        tab.post("/api/v1/mcp/servers", json!({"label": "hub", "address": peer.url()})).await;
+        tab.post("/api/v1/mcp/servers", json!({"label": label, "address": peer.url()})).await;
+    assert_eq!(added.status, 201, "{added:?}");
+    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
+        .await;
     McpWorld { model, server, tab, id, added, _db: db }
+}
+
+impl McpWorld {
+    /// The MCP server's id.
+    pub(crate) fn server_id(&self) -> String {
+        self.added.json["server"]["id"].as_str().unwrap().to_owned()
+    }
+
+    /// The server's tool `name` as listed when it was added.
+    pub(crate) fn tool(&self, name: &str) -> &Value {
+        let tools = self.added.json["tools"].as_array().unwrap();
+        tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no tool {name}"))
+    }
+
+    pub(crate) fn model_name(&self, tool: &str) -> String {
+        model_name_in(&self.added.json, tool)
+    }
 }
 
 /// The model-facing name the server answered for one of the added server's tools.
@@ -406,7 +427,8 @@ async fn tools_run_in_rounds_and_the_last_round_must_answer() {
 #[tokio::test]
 async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let McpWorld { model, server: _server, mut tab, id, added, _db } =
+        mcp_world(&peer, "hub").await;
     let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
     let add_tool = model_name_in(&added.json, "gateway-add_tool");
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
@@ -482,7 +504,7 @@ async fn an_mcp_call_is_put_to_the_person_and_a_refusal_sends_nothing() {
 #[tokio::test]
 async fn a_tab_that_signed_out_receives_nothing_of_what_follows() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let McpWorld { model, server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let McpWorld { model, server, mut tab, id, added, _db } = mcp_world(&peer, "hub").await;
     let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
     model.push(Reply::text("Hello from the model."));
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.kitchen"})));
@@ -571,7 +593,8 @@ async fn gateway_conversation(peer: &llooma_test_support::peers::Peer) -> Gatewa
 #[tokio::test]
 async fn a_server_that_cannot_be_reached_is_a_step_not_silence() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let McpWorld { model, server: _server, mut tab, id, added, _db } =
+        mcp_world(&peer, "hub").await;
     let tool = model_name_in(&added.json, "Chatto-list_rooms");
     // The person has allowed everything: the call goes out without a card.
     tab.send("PATCH", "/api/v1/consent", Some(json!({"mode": "allow_all"}))).await;
@@ -870,7 +893,8 @@ async fn stop_withdraws_the_card_the_turn_was_waiting_on() {
 #[tokio::test]
 async fn announce_mode_offers_a_server_s_tools_once_the_model_asks() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let McpWorld { model, server: _server, mut tab, id, added, _db } =
+        mcp_world(&peer, "hub").await;
     tab.send("PATCH", "/api/v1/mcp/settings", Some(json!({"announceMode": true}))).await;
     tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
         .await;
@@ -947,7 +971,8 @@ async fn announce_mode_offers_a_server_s_tools_once_the_model_asks() {
 #[tokio::test]
 async fn a_tool_paused_by_update_tools_while_its_card_waits_is_not_called() {
     let Some(peer) = crate::peers::gateway(None) else { return };
-    let McpWorld { model, server: _server, mut tab, id, added, _db } = mcp_world(&peer).await;
+    let McpWorld { model, server: _server, mut tab, id, added, _db } =
+        mcp_world(&peer, "hub").await;
     let server_id = added.json["server"]["id"].as_str().unwrap().to_owned();
     let turn_on = model_name_in(&added.json, "home-assistant-turn_on");
     model.push(Reply::tool_call(&turn_on, json!({"entity_id": "light.porch"})));

@@ -2,47 +2,20 @@
 //! with the form, answered from any tab, checked before anything reaches the server, declined
 //! where nobody can be asked; and its progress, live in the call's step.
 
-use llooma_fake_model::{FakeModel, Reply};
+use llooma_fake_model::Reply;
 use llooma_test_support::peers::Peer;
 use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 
-use crate::support::{Events, Server, Tab, TestDb};
+use crate::support::Events;
 
-/// An administrator's conversation with MCP on, the fake model as provider, and `peer` added as
-/// "asker". Fields drop in order: the server stops before its database goes.
-struct World {
-    model: FakeModel,
-    _server: Server,
-    tab: Tab,
-    id: String,
-    tools: Value,
-    _db: TestDb,
-}
+use crate::conversations::{McpWorld as World, mcp_world};
 
 async fn world(peer: &Peer) -> World {
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
-    let (mut tab, id) = crate::conversations::setup(&server, &model).await;
-    let added =
-        tab.post("/api/v1/mcp/servers", json!({"label": "asker", "address": peer.url()})).await;
-    assert_eq!(added.status, 201, "{added:?}");
-    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
-        .await;
-    World { model, _server: server, tab, id, tools: added.json["tools"].clone(), _db: db }
+    mcp_world(peer, "asker").await
 }
 
 impl World {
-    fn model_name(&self, tool: &str) -> String {
-        let tools = self.tools.as_array().unwrap();
-        let found = tools.iter().find(|t| t["name"] == tool).unwrap_or_else(|| panic!("{tool}"));
-        found["modelName"].as_str().unwrap().to_owned()
-    }
-
     /// Sends a message; allows the call's card; returns the question's card.
     async fn asked(&mut self, cards: &mut Events, message: &str) -> Value {
         let id = self.id.clone();

@@ -3,45 +3,34 @@
 //! version; a call made through its card carries what the view is drawn from; the document is
 //! served to its owner only, under a policy that sandboxes it and lets it reach nothing.
 
-use llooma_fake_model::{FakeModel, Reply};
+use llooma_fake_model::Reply;
 use serde_json::{Value, json};
 
-use crate::support::{Events, PASSWORD, Server, TestDb};
+use crate::support::{Events, PASSWORD};
 
 #[tokio::test]
 async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_the_stored_result() {
     let Some(peer) = llooma_test_support::peers::basic_app() else { return };
-    let model = FakeModel::start([]).await.unwrap();
-    let db = TestDb::new();
-    let server = Server::start(
-        &db,
-        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
-    );
-    let (mut tab, id) = crate::conversations::setup(&server, &model).await;
-    let added =
-        tab.post("/api/v1/mcp/servers", json!({"label": "clock", "address": peer.url()})).await;
-    assert_eq!(added.status, 201, "{added:?}");
-    let server_id = added.json["server"]["id"].as_str().unwrap().to_owned();
-    let tool =
-        added.json["tools"].as_array().unwrap().iter().find(|t| t["name"] == "get-time").cloned();
-    let tool = tool.expect("get-time");
+    let mut w = crate::conversations::mcp_world(&peer, "clock").await;
+    let (id, server_id) = (w.id.clone(), w.server_id());
+    let tool = w.tool("get-time").clone();
     assert_eq!(tool["view"], true, "{tool}");
     assert!(tool.get("viewOnly").is_none(), "the model is offered it: {tool}");
-    tab.send("PATCH", &format!("/api/v1/conversations/{id}"), Some(json!({"mcpEnabled": true})))
-        .await;
 
-    model.push(Reply::tool_call(tool["modelName"].as_str().unwrap(), json!({})));
-    model.push(Reply::text("It is time."));
-    let mut cards = Events::open(&tab, "/api/v1/approvals/events", None).await;
-    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
-    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "time?"})).await;
+    w.model.push(Reply::tool_call(tool["modelName"].as_str().unwrap(), json!({})));
+    w.model.push(Reply::text("It is time."));
+    let mut cards = Events::open(&w.tab, "/api/v1/approvals/events", None).await;
+    let mut events =
+        Events::open(&w.tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    w.tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "time?"})).await;
     let card = loop {
         let (name, data) = cards.next().await;
         if name == "appeared" {
             break data["card"].clone();
         }
     };
-    let answered = tab
+    let answered = w
+        .tab
         .post(
             &format!("/api/v1/approvals/{}/answer", card["id"].as_str().unwrap()),
             json!({"choice": "allow"}),
@@ -68,14 +57,14 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
             break;
         }
     }
-    let detail = tab.get(&format!("/api/v1/conversations/{id}")).await.json;
+    let detail = w.tab.get(&format!("/api/v1/conversations/{id}")).await.json;
     let parts = detail["replies"][0]["parts"].as_array().unwrap();
     let kept: Vec<&Value> =
         parts.iter().filter(|p| p["kind"] == "step").map(|p| &p["step"]["view"]).collect();
     assert_eq!(kept, [view], "{parts:?}");
 
     // The document: the app's own page, in an origin of its own that reaches nothing.
-    let (status, headers, body) = tab.fetch(&document).await;
+    let (status, headers, body) = w.tab.fetch(&document).await;
     assert_eq!(status, 200);
     assert_eq!(headers["content-type"], "text/html; charset=utf-8");
     assert!(String::from_utf8_lossy(&body).contains("Get Time App"));
@@ -86,46 +75,46 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
     assert!(policy.contains("frame-ancestors 'self'"), "{policy}");
     assert!(headers.get("x-frame-options").is_none());
     // Nothing else of the API may be framed, by a view or anyone.
-    let (_, api_headers, _) = tab.fetch(&format!("/api/v1/conversations/{id}")).await;
+    let (_, api_headers, _) = w.tab.fetch(&format!("/api/v1/conversations/{id}")).await;
     assert_eq!(api_headers["x-frame-options"], "DENY");
 
     // Nobody else's.
-    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
-    let mut other = server.tab();
+    w.tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = w.server.tab();
     other.register("other", PASSWORD).await;
     assert_eq!(other.fetch(&document).await.0, 404);
-    assert_eq!(server.tab().fetch(&document).await.0, 401);
+    assert_eq!(w.server.tab().fetch(&document).await.0, 401);
     let unknown = format!("/api/v1/mcp/servers/{server_id}/views/{}", "0".repeat(64));
-    assert_eq!(tab.fetch(&unknown).await.0, 404);
+    assert_eq!(w.tab.fetch(&unknown).await.0, 404);
 
     // The view's own calls: under the call that drew it, to its server's tools only, each put
     // to the person on a card.
     let call_id = step["callId"].as_str().unwrap().to_owned();
     let ask = |call_id: &str, name: &str| json!({"callId": call_id, "name": name, "arguments": {}});
-    let forged = tab.post("/api/v1/mcp/view-calls", ask("no-such-call", "get-time")).await;
+    let forged = w.tab.post("/api/v1/mcp/view-calls", ask("no-such-call", "get-time")).await;
     assert_eq!(forged.status, 404, "{forged:?}");
     let theirs = other.post("/api/v1/mcp/view-calls", ask(&call_id, "get-time")).await;
     assert_eq!(theirs.status, 404, "another account's call: {theirs:?}");
-    let elsewhere = tab.post("/api/v1/mcp/view-calls", ask(&call_id, "echo")).await;
+    let elsewhere = w.tab.post("/api/v1/mcp/view-calls", ask(&call_id, "echo")).await;
     assert_eq!(elsewhere.status, 400, "{elsewhere:?}");
     assert_eq!(elsewhere.json["error"], "unknown_tool");
     // A group the person switched off stays off for the view too.
     let off = json!({"group": "", "enabled": false});
     let path = format!("/api/v1/mcp/servers/{server_id}/groups");
-    assert_eq!(tab.send("PUT", &path, Some(off)).await.status, 200);
-    let switched_off = tab.post("/api/v1/mcp/view-calls", ask(&call_id, "get-time")).await;
+    assert_eq!(w.tab.send("PUT", &path, Some(off)).await.status, 200);
+    let switched_off = w.tab.post("/api/v1/mcp/view-calls", ask(&call_id, "get-time")).await;
     assert_eq!(switched_off.status, 403, "{switched_off:?}");
     let on = json!({"group": "", "enabled": true});
-    assert_eq!(tab.send("PUT", &path, Some(on)).await.status, 200);
+    assert_eq!(w.tab.send("PUT", &path, Some(on)).await.status, 200);
     // Reading its server's resources needs no card, as reading does not for the person.
     let read_body = json!({"callId": call_id, "uri": "ui://get-time/mcp-app.html"});
-    let read = tab.post("/api/v1/mcp/view-reads", read_body.clone()).await;
+    let read = w.tab.post("/api/v1/mcp/view-reads", read_body.clone()).await;
     assert_eq!(read.status, 200, "{read:?}");
     assert_eq!(read.json["contents"][0]["uri"], "ui://get-time/mcp-app.html");
     assert!(read.json["contents"][0]["text"].as_str().unwrap().contains("<html"), "{read:?}");
     assert_eq!(other.post("/api/v1/mcp/view-reads", read_body).await.status, 404);
     for (choice, status) in [("refuse", 409), ("allow", 200)] {
-        let mut asking = server.tab();
+        let mut asking = w.server.tab();
         asking.login("root", PASSWORD).await;
         let body = ask(&call_id, "get-time");
         let made = tokio::spawn(async move { asking.post("/api/v1/mcp/view-calls", body).await });
@@ -139,7 +128,7 @@ async fn a_tool_with_a_view_is_marked_and_its_call_carries_the_view_drawn_from_t
         assert_eq!(card["modelToolName"], "the view of get-time");
         assert_eq!(card["conversationId"], id.as_str());
         let path = format!("/api/v1/approvals/{}/answer", card["id"].as_str().unwrap());
-        assert_eq!(tab.post(&path, json!({"choice": choice})).await.status, 200);
+        assert_eq!(w.tab.post(&path, json!({"choice": choice})).await.status, 200);
         let made = made.await.unwrap();
         assert_eq!(made.status, status, "{choice}: {made:?}");
         if choice == "allow" {
