@@ -40,6 +40,7 @@ mod m0022_speech;
 mod m0023_tool_hints;
 mod m0024_server_questions;
 mod m0025_mcp_views;
+mod m0026_usage;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -73,6 +74,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0023_tool_hints::Migration),
             Box::new(m0024_server_questions::Migration),
             Box::new(m0025_mcp_views::Migration),
+            Box::new(m0026_usage::Migration),
         ]
     }
 }

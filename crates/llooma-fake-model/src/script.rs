@@ -110,7 +110,22 @@ impl Reply {
 
     /// The usage reported (when the request asks for it); computed from word counts otherwise.
     pub fn usage(self, prompt_tokens: u64, completion_tokens: u64) -> Self {
-        self.map_completion(|c| c.usage = Some(FakeUsage { prompt_tokens, completion_tokens }))
+        self.map_completion(|c| {
+            c.usage = Some(FakeUsage { prompt_tokens, completion_tokens, cached_tokens: None })
+        })
+    }
+
+    /// The usage reported, with `cached_tokens` of the prompt's served from the cache.
+    pub fn usage_cached(self, prompt_tokens: u64, completion_tokens: u64, cached: u64) -> Self {
+        self.map_completion(|c| {
+            c.usage =
+                Some(FakeUsage { prompt_tokens, completion_tokens, cached_tokens: Some(cached) })
+        })
+    }
+
+    /// Reports no usage even when the request asks for it, as some servers do.
+    pub fn without_usage(self) -> Self {
+        self.map_completion(|c| c.no_usage = true)
     }
 
     /// The `finish_reason` sent; `stop`, or `tool_calls` when there are calls, otherwise.
@@ -199,6 +214,8 @@ pub struct Completion {
     /// Answer with one JSON body even when the request asks for a stream, as some servers
     /// do.
     pub ignore_stream: bool,
+    /// Report no usage, even when asked.
+    pub no_usage: bool,
 }
 
 /// A tool call the fake model makes.
@@ -258,6 +275,9 @@ pub struct FakeUsage {
     pub prompt_tokens: u64,
     /// Tokens in the answer.
     pub completion_tokens: u64,
+    /// Of the prompt's tokens, those served from the cache (`prompt_tokens_details`).
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
 }
 
 /// How a completion ends after its content.

@@ -98,18 +98,23 @@ fn finish_reason(completion: &Completion) -> String {
 }
 
 fn usage(completion: &Completion, asked: &Asked) -> Value {
-    let FakeUsage { prompt_tokens, completion_tokens } =
+    let FakeUsage { prompt_tokens, completion_tokens, cached_tokens } =
         completion.usage.unwrap_or_else(|| FakeUsage {
             prompt_tokens: asked.prompt_words,
             completion_tokens: word_count(completion.text.as_deref().unwrap_or(""))
                 + word_count(completion.reasoning.as_deref().unwrap_or(""))
                 + completion.tool_calls.len() as u64,
+            cached_tokens: None,
         });
-    json!({
+    let mut usage = json!({
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-    })
+    });
+    if let Some(cached) = cached_tokens {
+        usage["prompt_tokens_details"] = json!({"cached_tokens": cached});
+    }
+    usage
 }
 
 fn call_id(call: &FakeToolCall, index: usize) -> String {
@@ -203,7 +208,7 @@ pub(crate) fn stream_steps(completion: &Completion, asked: &Asked, serial: u64) 
 
     let finish = || {
         let mut end = vec![Step::Send(writer.chunk(json!({}), Some(&finish_reason(completion))))];
-        if asked.include_usage {
+        if asked.include_usage && !completion.no_usage {
             end.push(Step::Send(writer.data(&json!({
                 "id": writer.id,
                 "object": "chat.completion.chunk",
@@ -260,7 +265,7 @@ pub(crate) fn whole_completion(completion: &Completion, asked: &Asked, serial: u
         "created": 0,
         "model": asked.model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason(completion)}],
-        "usage": usage(completion, asked),
+        "usage": if completion.no_usage { Value::Null } else { usage(completion, asked) },
     })
 }
 

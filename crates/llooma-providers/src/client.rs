@@ -16,7 +16,7 @@ use crate::assemble::{Assembler, Progress};
 use crate::config::ProviderConfig;
 use crate::error::{Phase, ProviderError, excerpt, from_net};
 use crate::sse::SseDecoder;
-use crate::types::{ChatEvent, ChatReply, ChatRequest, ModelInfo};
+use crate::types::{ChatEvent, ChatReply, ChatRequest, Metered, ModelInfo, Usage};
 use crate::wire::{self, ModelList, Whole};
 
 /// How much of an error body is read for its excerpt; the rest is not worth waiting for.
@@ -105,6 +105,7 @@ impl ProviderClient {
             return Err(ProviderError::TooManyTools { given: request.tools.len(), max });
         }
         let body = wire::request_body(request, self.config.request_usage);
+        let request_bytes = body.len();
         let builder = self
             .net
             .request_url(http::Method::POST, self.chat_url.clone())
@@ -126,6 +127,9 @@ impl ProviderClient {
             url: self.chat_url.to_string(),
             key: self.config.api_key.clone(),
             state: StreamState::Reading,
+            request_bytes,
+            answer_chars: 0,
+            reported: None,
         };
         if is_json(stream.response.headers()) {
             stream.read_whole().await?;
@@ -307,6 +311,12 @@ pub struct ChatStream {
     /// Kept only to scrub it from upstream text in errors.
     key: Option<Secret>,
     state: StreamState,
+    /// The size of the request sent, and of the answer read so far: what an estimate of the
+    /// usage counts when the provider reports none.
+    request_bytes: usize,
+    answer_chars: usize,
+    /// The provider's last usage report.
+    reported: Option<Usage>,
 }
 
 impl fmt::Debug for ChatStream {
@@ -324,6 +334,16 @@ impl ChatStream {
     pub async fn next_event(&mut self) -> Result<Option<ChatEvent>, ProviderError> {
         loop {
             if let Some(event) = self.pending.pop_front() {
+                match &event {
+                    ChatEvent::TextDelta(text) | ChatEvent::ReasoningDelta(text) => {
+                        self.answer_chars += text.chars().count();
+                    }
+                    ChatEvent::ToolCall(call) => {
+                        self.answer_chars += call.name.len() + call.arguments_json.len();
+                    }
+                    ChatEvent::Usage(usage) => self.reported = Some(*usage),
+                    ChatEvent::Finished { .. } => {}
+                }
                 return Ok(Some(event));
             }
             if self.state == StreamState::Over {
@@ -396,6 +416,19 @@ impl ChatStream {
         Ok(())
     }
 
+    /// What the request used so far: as the provider reported it, or, where it reported
+    /// nothing (yet: an answer stopped early never gets its report), an estimate from what
+    /// was sent and read. Asked for at any time, as often as wanted.
+    pub fn metered(&self) -> Metered {
+        match &self.reported {
+            Some(usage) => Metered { usage: *usage, estimated: false },
+            None => Metered {
+                usage: Usage::estimate(self.request_bytes, self.answer_chars),
+                estimated: true,
+            },
+        }
+    }
+
     /// The events as a [`Stream`]; it ends after [`ChatEvent::Finished`] or an error.
     pub fn into_stream(self) -> impl Stream<Item = Result<ChatEvent, ProviderError>> + Send {
         futures::stream::unfold(Some(self), |stream| async move {
@@ -420,6 +453,7 @@ impl ChatStream {
                 ChatEvent::Finished { reason } => reply.finish_reason = Some(reason),
             }
         }
+        reply.metered = self.metered();
         Ok(reply)
     }
 }

@@ -37,5 +37,5 @@ pub use speech::{
 };
 pub use types::{
     ChatEvent, ChatReply, ChatRequest, EncodedMessages, EncodedTool, EncodedTools, FinishReason,
-    Message, ModelInfo, Timeouts, ToolCall, ToolChoice, ToolDefinition, ToolsSize, Usage,
+    Message, Metered, ModelInfo, Timeouts, ToolCall, ToolChoice, ToolDefinition, ToolsSize, Usage,
 };

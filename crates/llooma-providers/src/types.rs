@@ -324,6 +324,26 @@ pub struct Usage {
     pub cached_prompt_tokens: Option<u64>,
 }
 
+/// Characters per token in an estimate: about four make a token in English prose and in JSON
+/// across the common tokenizers. An estimate is marked as one wherever it is shown.
+const CHARS_PER_TOKEN: usize = 4;
+
+impl Usage {
+    /// An estimate for a request of `request_bytes` (its JSON body, tool definitions and all)
+    /// whose answer was `answer_chars` long: a quarter of each, rounded up.
+    pub fn estimate(request_bytes: usize, answer_chars: usize) -> Usage {
+        let tokens = |n: usize| n.div_ceil(CHARS_PER_TOKEN) as u64;
+        let (prompt_tokens, completion_tokens) = (tokens(request_bytes), tokens(answer_chars));
+        Usage {
+            prompt_tokens,
+            completion_tokens,
+            total_tokens: prompt_tokens + completion_tokens,
+            reasoning_tokens: None,
+            cached_prompt_tokens: None,
+        }
+    }
+}
+
 /// Why the model stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FinishReason {
@@ -384,8 +404,18 @@ pub struct ChatReply {
     pub tool_calls: Vec<ToolCall>,
     /// Token counts, if reported.
     pub usage: Option<Usage>,
+    /// What the request used: the report, or an estimate where there was none.
+    pub metered: Metered,
     /// Why the model stopped.
     pub finish_reason: Option<FinishReason>,
+}
+
+/// What one request used, as reported or, where the provider reported nothing, estimated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Metered {
+    pub usage: Usage,
+    /// True when the counts are an estimate ([`Usage::estimate`]), not the provider's.
+    pub estimated: bool,
 }
 
 /// A model a provider offers.

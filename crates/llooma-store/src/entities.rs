@@ -40,6 +40,12 @@ pub mod instance_settings {
         pub tts_provider_id: Option<String>,
         pub tts_model: Option<String>,
         pub tts_voice: Option<String>,
+        pub currency: String,
+        pub limit_tokens_per_day: Option<i64>,
+        pub limit_tokens_per_month: Option<i64>,
+        pub limit_spend_micros_per_day: Option<i64>,
+        pub limit_spend_micros_per_month: Option<i64>,
+        pub limit_turns_per_minute: Option<i64>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -596,6 +602,50 @@ pub mod mcp_catalogue_ratings {
         #[sea_orm(primary_key, auto_increment = false)]
         pub account_id: String,
         pub stars: i32,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod model_prices {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "model_prices")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub provider_id: String,
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub model: String,
+        pub input_micros: i64,
+        pub cached_input_micros: Option<i64>,
+        pub output_micros: i64,
+        pub updated_at_ms: i64,
+    }
+
+    #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+    pub enum Relation {}
+
+    impl ActiveModelBehavior for ActiveModel {}
+}
+
+pub mod account_limits {
+    use sea_orm::entity::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+    #[sea_orm(table_name = "account_limits")]
+    pub struct Model {
+        #[sea_orm(primary_key, auto_increment = false)]
+        pub account_id: String,
+        pub tokens_per_day: Option<i64>,
+        pub tokens_per_month: Option<i64>,
+        pub spend_micros_per_day: Option<i64>,
+        pub spend_micros_per_month: Option<i64>,
+        pub turns_per_minute: Option<i64>,
         pub updated_at_ms: i64,
     }
 

@@ -4,7 +4,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 
 use crate::entities::{instance_settings, instance_state};
-use crate::{Store, StoreError, StoreResult, now_ms};
+use crate::{Store, StoreError, StoreResult, UsageLimits, now_ms};
 
 pub(crate) const ROW: i32 = 1;
 
@@ -29,6 +29,10 @@ pub struct InstanceSettings {
     /// The model a new conversation starts with when its account never chose one: (provider
     /// id, model name).
     pub default_model: Option<(String, String)>,
+    /// The currency prices and spend are in (an ISO 4217 code).
+    pub currency: String,
+    /// The limits of every account that has none of its own.
+    pub default_limits: UsageLimits,
 }
 
 /// A change to the instance settings; absent fields stay. `Some(None)` clears a text.
@@ -39,6 +43,8 @@ pub struct InstanceSettingsChange {
     pub web_search_url: Option<Option<String>>,
     pub system_prompt: Option<Option<String>>,
     pub default_model: Option<Option<(String, String)>>,
+    pub currency: Option<String>,
+    pub default_limits: Option<UsageLimits>,
 }
 
 /// What an administrator chose for speech; each `None` is left to detection (the first provider
@@ -121,6 +127,14 @@ impl Store {
             web_search_url: row.web_search_url,
             system_prompt: row.system_prompt,
             default_model: row.default_provider_id.zip(row.default_model),
+            currency: row.currency,
+            default_limits: UsageLimits {
+                tokens_per_day: row.limit_tokens_per_day,
+                tokens_per_month: row.limit_tokens_per_month,
+                spend_micros_per_day: row.limit_spend_micros_per_day,
+                spend_micros_per_month: row.limit_spend_micros_per_month,
+                turns_per_minute: row.limit_turns_per_minute,
+            },
         })
     }
 
@@ -149,6 +163,8 @@ impl Store {
             web_search_url,
             system_prompt,
             default_model,
+            currency,
+            default_limits,
         } = change;
         let mut row = instance_settings::ActiveModel {
             id: Set(ROW),
@@ -171,6 +187,16 @@ impl Store {
             let (provider_id, model) = value.unzip();
             row.default_provider_id = Set(provider_id);
             row.default_model = Set(model);
+        }
+        if let Some(value) = currency {
+            row.currency = Set(value);
+        }
+        if let Some(limits) = default_limits {
+            row.limit_tokens_per_day = Set(limits.tokens_per_day);
+            row.limit_tokens_per_month = Set(limits.tokens_per_month);
+            row.limit_spend_micros_per_day = Set(limits.spend_micros_per_day);
+            row.limit_spend_micros_per_month = Set(limits.spend_micros_per_month);
+            row.limit_turns_per_minute = Set(limits.turns_per_minute);
         }
         row.update(&self.db).await?;
         self.instance_settings().await

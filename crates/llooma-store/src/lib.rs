@@ -30,6 +30,7 @@ mod secrets;
 mod sessions;
 mod turn_context;
 mod turn_writes;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +57,7 @@ pub use secrets::{ENCRYPTED_COLUMNS, EncryptedColumn};
 pub use sessions::{NewSession, Session};
 pub use turn_context::{HistoryMessage, TurnContext};
 pub use turn_writes::{ClosedTurn, OpenedTurn};
+pub use usage::{ModelPrice, UsageLimits, UsageRow, UsedSoFar};
 
 /// Errors from the database, in words an operator can act on.
 #[derive(Debug, thiserror::Error)]

@@ -18,7 +18,8 @@ use crate::instance::ROW;
 use crate::personas::{Persona, persona};
 use crate::providers::{Provider, from_model as provider};
 use crate::{
-    InstanceSettings, Store, StoreError, StoreResult, ToolSettings, numbered_placeholders,
+    InstanceSettings, Store, StoreError, StoreResult, ToolSettings, UsageLimits,
+    numbered_placeholders,
 };
 
 /// What [`Store::turn_context`] reads.
@@ -35,6 +36,8 @@ pub struct TurnContext {
     pub titles_from_model: bool,
     /// The conversation's provider, if it has one and it still exists.
     pub provider: Option<Provider>,
+    /// The account's own limits, if it has any (else the instance's defaults apply).
+    pub account_limits: Option<UsageLimits>,
     /// The account's wording of the app's own tools: (tool, description).
     pub tool_wordings: Vec<(String, String)>,
     /// The conversation's messages, oldest first; `None` when they are still those of the
@@ -62,6 +65,16 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     i.users_can_add_mcp_servers AS i_users_can_add_mcp_servers, \
     i.web_search_url AS i_web_search_url, i.system_prompt AS i_system_prompt, \
     i.default_provider_id AS i_default_provider_id, i.default_model AS i_default_model, \
+    i.currency AS i_currency, i.limit_tokens_per_day AS i_tokens_per_day, \
+    i.limit_tokens_per_month AS i_tokens_per_month, \
+    i.limit_spend_micros_per_day AS i_spend_micros_per_day, \
+    i.limit_spend_micros_per_month AS i_spend_micros_per_month, \
+    i.limit_turns_per_minute AS i_turns_per_minute, \
+    al.account_id AS al_account_id, al.tokens_per_day AS al_tokens_per_day, \
+    al.tokens_per_month AS al_tokens_per_month, \
+    al.spend_micros_per_day AS al_spend_micros_per_day, \
+    al.spend_micros_per_month AS al_spend_micros_per_month, \
+    al.turns_per_minute AS al_turns_per_minute, \
     t.tool_budget AS t_tool_budget, t.mcp_everywhere AS t_mcp_everywhere, \
     t.announce_mode AS t_announce_mode, \
     mp.prompt AS model_prompt, \
@@ -81,6 +94,7 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     LEFT JOIN personas p ON p.id = c.persona_id AND p.account_id = c.account_id \
     LEFT JOIN account_preferences ap ON ap.account_id = c.account_id \
     LEFT JOIN providers pr ON pr.id = c.provider_id \
+    LEFT JOIN account_limits al ON al.account_id = c.account_id \
     WHERE c.id = ? AND c.account_id = ?";
 
 /// The account's tool wordings as one JSON array of `[tool, description]`, in each engine's
@@ -178,6 +192,18 @@ impl Store {
     }
 }
 
+/// Limits read from the columns named with `prefix`.
+fn limits(row: &impl Columns, prefix: &str) -> StoreResult<UsageLimits> {
+    let int = |name: &str| row.int(&format!("{prefix}{name}"));
+    Ok(UsageLimits {
+        tokens_per_day: int("tokens_per_day")?,
+        tokens_per_month: int("tokens_per_month")?,
+        spend_micros_per_day: int("spend_micros_per_day")?,
+        spend_micros_per_month: int("spend_micros_per_month")?,
+        turns_per_minute: int("turns_per_minute")?,
+    })
+}
+
 /// A stored role (the table's check allows only these two).
 fn role(stored: &str) -> &'static str {
     if stored == "assistant" { "assistant" } else { "user" }
@@ -206,6 +232,12 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
         web_search_url: row.text("i_web_search_url")?,
         system_prompt: row.text("i_system_prompt")?,
         default_model: default_provider.zip(default_model),
+        currency: row.required_text("i_currency")?,
+        default_limits: limits(row, "i_")?,
+    };
+    let account_limits = match row.text("al_account_id")? {
+        Some(_) => Some(limits(row, "al_")?),
+        None => None,
     };
     let tool_settings = match row.int("t_tool_budget")? {
         Some(budget) => ToolSettings {
@@ -272,6 +304,7 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
         model_prompt: row.text("model_prompt")?,
         titles_from_model: row.flag("titles_from_model")?.unwrap_or(false),
         provider,
+        account_limits,
         tool_wordings,
         history,
         history_version: row.required_int("history_version")?,

@@ -125,6 +125,51 @@ async fn streamed_text_arrives_in_pieces_then_usage_then_finished() {
 }
 
 #[tokio::test]
+async fn what_a_request_used_is_the_report_or_an_estimate_marked_as_one() {
+    let answer = "word ".repeat(100);
+    let model = FakeModel::start([
+        Reply::text(&answer).usage_cached(40, 7, 30),
+        Reply::text(&answer).without_usage(),
+        Reply::text(&answer).without_usage().ignoring_stream(),
+    ])
+    .await
+    .unwrap();
+    let client = client(&model);
+    let reported = reply(&client, &hello()).await.unwrap();
+    assert!(!reported.metered.estimated);
+    let usage = reported.metered.usage;
+    assert_eq!((usage.prompt_tokens, usage.completion_tokens), (40, 7));
+    assert_eq!(usage.cached_prompt_tokens, Some(30));
+
+    for _ in 0..2 {
+        let estimated = reply(&client, &hello()).await.unwrap();
+        assert_eq!(estimated.usage, None);
+        assert!(estimated.metered.estimated);
+        // A quarter of the characters: 500 of answer, and the request's JSON body.
+        assert_eq!(estimated.metered.usage.completion_tokens, 125);
+        let sent = serde_json::to_string(&model.chat_bodies()[0]).unwrap().len() as u64;
+        let prompt = estimated.metered.usage.prompt_tokens;
+        assert!(prompt >= sent / 4 - 4 && prompt <= sent / 4 + 4, "{prompt} for {sent} bytes");
+    }
+}
+
+#[tokio::test]
+async fn an_answer_read_in_part_is_estimated_from_what_was_read() {
+    let model =
+        FakeModel::start([Reply::text("abcd".repeat(50)).chunks(10).then_stall()]).await.unwrap();
+    let mut stream = finishes(client(&model).chat(&hello())).await.unwrap();
+    let mut read = 0;
+    while read < 80 {
+        if let Some(ChatEvent::TextDelta(text)) = finishes(stream.next_event()).await.unwrap() {
+            read += text.len();
+        }
+    }
+    let metered = stream.metered();
+    assert!(metered.estimated, "nothing was reported: {metered:?}");
+    assert_eq!(metered.usage.completion_tokens, (read as u64).div_ceil(4));
+}
+
+#[tokio::test]
 async fn usage_is_asked_for_only_when_configured() {
     let model = FakeModel::start([Reply::text("a").usage(11, 22), Reply::text("b")]).await.unwrap();
     let with = reply(&client(&model), &hello()).await.unwrap();

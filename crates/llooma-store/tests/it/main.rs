@@ -14,3 +14,4 @@ mod files;
 mod mcp_servers;
 mod personas;
 mod support;
+mod usage;
