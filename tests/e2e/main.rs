@@ -21,5 +21,6 @@ mod questions;
 mod secrets;
 mod sessions;
 mod support;
+mod usage;
 mod views;
 mod voice;

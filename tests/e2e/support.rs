@@ -197,6 +197,8 @@ pub struct Reply {
     pub json: Value,
     pub text: String,
     pub set_cookie: Option<String>,
+    /// The `Retry-After` header, when there is one.
+    pub retry_after: Option<String>,
 }
 
 impl Tab {
@@ -229,6 +231,8 @@ impl Tab {
         let status = response.status().as_u16();
         let set_cookie =
             response.headers().get("set-cookie").map(|v| v.to_str().unwrap().to_owned());
+        let retry_after =
+            response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
         let text = response.text().await.unwrap();
         let json = serde_json::from_str(&text).unwrap_or(Value::Null);
         if let Some(cookie) = &set_cookie {
@@ -238,7 +242,7 @@ impl Tab {
         if let Some(csrf) = json.get("csrfToken").and_then(Value::as_str) {
             self.csrf = Some(csrf.to_owned());
         }
-        Reply { status, json, text, set_cookie }
+        Reply { status, json, text, set_cookie, retry_after }
     }
 
     /// Sends `bytes` as a request's whole body (an upload).
@@ -257,7 +261,7 @@ impl Tab {
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
         let json = serde_json::from_str(&text).unwrap_or(Value::Null);
-        Reply { status, json, text, set_cookie: None }
+        Reply { status, json, text, set_cookie: None, retry_after: None }
     }
 
     /// A `GET` whose answer is bytes: (status, headers, body).

@@ -26,6 +26,7 @@ fn settings_view(settings: InstanceSettings) -> InstanceSettingsView {
         system_prompt: settings.system_prompt,
         default_provider_id: settings.default_model.as_ref().map(|(p, _)| p.clone()),
         default_model: settings.default_model.map(|(_, m)| m),
+        currency: settings.currency,
     }
 }
 
@@ -55,6 +56,18 @@ async fn default_model(
              together, or both empty for no default.",
         )),
     }
+}
+
+/// A currency code: three letters (ISO 4217), kept in capitals.
+fn currency(code: Option<&str>) -> Result<Option<String>, ApiError> {
+    let Some(code) = code.map(str::trim) else { return Ok(None) };
+    if code.len() != 3 || !code.chars().all(|c| c.is_ascii_alphabetic()) {
+        return Err(ApiError::bad_request(
+            "invalid_currency",
+            "Write the currency as its three-letter code, such as USD, EUR or CHF.",
+        ));
+    }
+    Ok(Some(code.to_ascii_uppercase()))
 }
 
 /// Longest system prompt (default, per model, or a persona's), in bytes.
@@ -99,6 +112,8 @@ pub async fn patch_settings(
         web_search_url,
         system_prompt: optional_prompt(patch.system_prompt.clone())?,
         default_model: default_model(&state, &patch).await?,
+        currency: currency(patch.currency.as_deref())?,
+        default_limits: None,
     };
     let settings = state.app.store.change_instance_settings(change).await?;
     tracing::info!(

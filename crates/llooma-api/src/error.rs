@@ -55,6 +55,9 @@ pub enum ApiError {
     /// in a moment.
     #[error("{0}")]
     Busy(String),
+    /// A usage limit of the account does not allow the request now.
+    #[error("{message}")]
+    LimitReached { message: String, retry_after_secs: u64 },
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -75,6 +78,9 @@ impl From<AppError> for ApiError {
             AppError::Unprocessable { code, message } => ApiError::Unprocessable { code, message },
             AppError::Conflict { code, message } => ApiError::Conflict { code, message },
             AppError::Busy(message) => ApiError::Busy(message),
+            AppError::LimitReached { message, retry_after_secs } => {
+                ApiError::LimitReached { message, retry_after_secs }
+            }
             AppError::Unavailable(message) => ApiError::Unavailable(message),
             AppError::Internal(detail) => ApiError::Internal(detail),
         }
@@ -157,6 +163,9 @@ impl IntoResponse for ApiError {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable", message.clone())
             }
             ApiError::Busy(message) => (StatusCode::SERVICE_UNAVAILABLE, "busy", message.clone()),
+            ApiError::LimitReached { message, .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "limit_reached", message.clone())
+            }
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (
@@ -168,7 +177,8 @@ impl IntoResponse for ApiError {
         };
         let mut response =
             (status, axum::Json(ErrorBody { error: code.to_owned(), message })).into_response();
-        if let ApiError::TooManyAttempts { retry_after_secs } = self
+        if let ApiError::TooManyAttempts { retry_after_secs }
+        | ApiError::LimitReached { retry_after_secs, .. } = self
             && let Ok(value) = HeaderValue::from_str(&retry_after_secs.to_string())
         {
             response.headers_mut().insert(header::RETRY_AFTER, value);

@@ -25,6 +25,7 @@ mod passwords;
 mod personas;
 mod session;
 mod speech;
+mod usage;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -121,6 +122,18 @@ pub fn router(state: AppState) -> Router {
         .route("/me/preferences", get(auth::preferences).patch(auth::set_preferences))
         .route("/admin/settings", get(admin::get_settings).patch(admin::patch_settings))
         .route("/admin/accounts", get(admin::list_accounts))
+        .route("/usage", get(usage::mine))
+        .route("/admin/usage", get(usage::all))
+        .route("/admin/usage.csv", get(usage::all_csv))
+        .route(
+            "/admin/prices",
+            get(usage::prices).put(usage::set_price).delete(usage::delete_price),
+        )
+        .route("/admin/limits", get(usage::default_limits).put(usage::set_default_limits))
+        .route(
+            "/admin/accounts/{id}/limits",
+            get(usage::account_limits).put(usage::set_account_limits),
+        )
         .route("/admin/providers", get(admin::list_providers).post(admin::create_provider))
         .route("/providers", get(admin::provider_choices))
         .route("/admin/providers/{id}", axum::routing::delete(admin::delete_provider))

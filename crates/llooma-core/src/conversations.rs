@@ -458,10 +458,12 @@ impl App {
             model_prompt,
             titles_from_model,
             provider,
+            account_limits,
             tool_wordings,
             history: read,
             history_version,
         } = context;
+        let limits = account_limits.unwrap_or(instance.default_limits);
         // The files of earlier messages, when the messages were read (a kept history has none).
         let earlier_files = match read {
             Some(_) => by_turn(self.store.sent_files(conversation_id).await?),
@@ -517,6 +519,9 @@ impl App {
             model_prompt.as_deref(),
             persona.as_ref().map(|p| p.prompt.as_str()),
         );
+        // Refused here, before anything is written or sent, when a limit does not allow it.
+        let asking = (earlier.bytes() + person.len() + system_prompt.len()).div_ceil(4);
+        self.admit_turn(account_id, &limits, asking as u64).await?;
         let now = now_rfc3339();
         let started = TurnStarted {
             model: Some(model.clone()),
@@ -793,6 +798,9 @@ impl App {
                 )
             };
             let answer = client.chat(&request).await?.collect().await?;
+            let mut tally = crate::usage::Tally::default();
+            tally.add(answer.metered);
+            self.record_usage(&naming.account_id, &naming.provider_id, &naming.model, tally).await;
             Ok::<_, crate::TurnError>(answer.text)
         };
         let title = match asked.await {

@@ -62,6 +62,9 @@ pub enum AppError {
     /// Too much of this work is under way on the instance; the same request works in a moment.
     #[error("{0}")]
     Busy(String),
+    /// A usage limit of the account does not allow it now: which limit, and when it resets.
+    #[error("{message}")]
+    LimitReached { message: String, retry_after_secs: u64 },
     /// The database cannot be reached; nothing was changed.
     #[error("{0}")]
     Unavailable(String),

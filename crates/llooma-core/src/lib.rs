@@ -39,6 +39,7 @@ pub mod speech;
 pub mod tool_freshness;
 pub mod turns;
 pub mod uploads;
+pub mod usage;
 pub mod view_calls;
 pub mod views;
 

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::builtins::StoreMemory;
 use crate::mcp_servers::{OfferLimits, Tokens};
+use crate::usage::Meter;
 use crate::{
     App, BuiltinTools, CURRENT_DATE, McpTurn, MemoryBudget, PageReader, PersonaMemory, READ_PAGE,
     StandingConsent, TurnEnd, TurnError, TurnRequest, TurnSink, WEB_SEARCH, WebSearch, rounds_for,
@@ -112,21 +113,38 @@ impl App {
             choices: conversation,
             descriptions,
         };
-        if plan.mcp == McpUse::Off {
-            let no_mcp = None::<&McpTurn<'_, Store>>;
-            return run_turn(&provider, plan.request, &builtins, no_mcp, sink, stop).await;
-        }
-        let limits = OfferLimits {
-            provider_cap: provider.max_tools_per_request(),
-            builtin_tools: builtins.names().len(),
-            resources: plan.mcp == McpUse::Asked,
+        let meter = Meter::default();
+        let (account_id, provider_id, model) =
+            (plan.account_id.clone(), plan.provider_id.clone(), plan.request.model.clone());
+        let end = 'turn: {
+            if plan.mcp == McpUse::Off {
+                let no_mcp = None::<&McpTurn<'_, Store>>;
+                break 'turn run_turn(
+                    &provider,
+                    plan.request,
+                    &builtins,
+                    no_mcp,
+                    sink,
+                    stop,
+                    &meter,
+                )
+                .await;
+            }
+            let limits = OfferLimits {
+                provider_cap: provider.max_tools_per_request(),
+                builtin_tools: builtins.names().len(),
+                resources: plan.mcp == McpUse::Asked,
+            };
+            let mcp = match self.mcp_turn(&plan, &limits).await {
+                Ok(mcp) => mcp,
+                Err(error) => break 'turn failed(error),
+            };
+            plan.request.rounds = rounds_for(Some(&mcp));
+            run_turn(&provider, plan.request, &builtins, Some(&mcp), sink, stop, &meter).await
         };
-        let mcp = match self.mcp_turn(&plan, &limits).await {
-            Ok(mcp) => mcp,
-            Err(error) => return failed(error),
-        };
-        plan.request.rounds = rounds_for(Some(&mcp));
-        run_turn(&provider, plan.request, &builtins, Some(&mcp), sink, stop).await
+        // However the turn ended: what reached the provider was used.
+        self.record_usage(&account_id, &provider_id, &model, meter.take()).await;
+        end
     }
 
     /// The MCP side of a turn: the offered tools, and the consent the calls go through.

@@ -145,6 +145,10 @@ impl Store {
             .transpose()
     }
 
+    pub async fn account(&self, id: &str) -> StoreResult<Option<Account>> {
+        accounts::Entity::find_by_id(id.to_owned()).one(&self.db).await?.map(from_model).transpose()
+    }
+
     /// Every account, oldest first.
     pub async fn list_accounts(&self) -> StoreResult<Vec<Account>> {
         accounts::Entity::find()

@@ -6,6 +6,7 @@
 
 pub mod events;
 pub mod question;
+pub mod usage;
 
 pub use events::{
     ApprovalShown, Attached, CallProgress, ChoicesShown, Delta, EncodedEvent, EndState, Reply,
@@ -13,6 +14,10 @@ pub use events::{
     TurnFailure, TurnStarted, UnknownEvent,
 };
 use serde::{Deserialize, Serialize};
+pub use usage::{
+    AccountLimits, AccountLimitsPut, LimitStanding, LimitsView, ModelPriceView, UsageByAccount,
+    UsageByModel, UsageDay, UsageReport, UsageTotals,
+};
 
 /// What an account may do on the instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -81,6 +86,9 @@ pub struct InstanceSettingsView {
     pub default_provider_id: Option<String>,
     #[serde(default)]
     pub default_model: Option<String>,
+    /// The currency prices and spend are in (ISO 4217, e.g. `USD`).
+    #[serde(default)]
+    pub currency: String,
 }
 
 /// A change to the instance settings; absent fields stay as they are. For the two texts, an
@@ -95,6 +103,8 @@ pub struct InstanceSettingsPatch {
     /// The default model: both together, or both `""` for none.
     pub default_provider_id: Option<String>,
     pub default_model: Option<String>,
+    /// Three capital letters (ISO 4217).
+    pub currency: Option<String>,
 }
 
 /// The signed-in account's preferences (`/api/v1/me/preferences`).

@@ -261,6 +261,9 @@ impl<P: ApprovalPort> McpTurn<'_, P> {
             Ok(stream) => stream.collect().await,
             Err(err) => Err(err),
         };
+        if let Ok(answered) = &answered {
+            sampler.meter.add(answered.metered);
+        }
         let answered = match answered {
             Ok(answered) if !answered.text.trim().is_empty() => answered,
             outcome => {

@@ -752,6 +752,8 @@ impl<S> Copy for Asking<'_, S> {}
 pub(crate) struct Sampler<'a> {
     pub(crate) provider: &'a ProviderClient,
     pub(crate) model: &'a str,
+    /// The turn's meter: what the answer used counts to the turn's account.
+    pub(crate) meter: &'a crate::usage::Meter,
 }
 
 /// What of a call's result the person sees beside the model's reading of it: images (raster,

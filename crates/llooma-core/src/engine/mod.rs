@@ -15,9 +15,12 @@ use std::sync::Arc;
 use llooma_approval_broker::ApprovalPort;
 use llooma_memory_guard::{Caps, Source, TurnGuard};
 use llooma_providers::{
-    ChatEvent, ChatRequest, EncodedMessages, EncodedTools, Message, ProviderClient, ToolCall,
+    ChatEvent, ChatRequest, ChatStream, EncodedMessages, EncodedTools, Message, ProviderClient,
+    ToolCall,
 };
 use llooma_types::{Attached, RequestWeighed, Step, StepState, TurnEvent};
+
+use crate::usage::Meter;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -373,15 +376,29 @@ impl Deltas {
     }
 }
 
+/// One request to the model, read to its end (or to a Stop); what it used goes to `meter`,
+/// however it ended.
 async fn one_round<S: TurnSink>(
     provider: &ProviderClient,
     chat: &ChatRequest,
     sink: &S,
     stop: &mut watch::Receiver<bool>,
     all_text: &mut String,
+    meter: &Meter,
+) -> Result<Round, TurnError> {
+    let mut stream = provider.chat(chat).await?;
+    let round = read_round(&mut stream, sink, stop, all_text).await;
+    meter.add(stream.metered());
+    round
+}
+
+async fn read_round<S: TurnSink>(
+    stream: &mut ChatStream,
+    sink: &S,
+    stop: &mut watch::Receiver<bool>,
+    all_text: &mut String,
 ) -> Result<Round, TurnError> {
     let mut round = Round { text: String::new(), calls: Vec::new(), stopped: false };
-    let mut stream = provider.chat(chat).await?;
     let mut deltas = Deltas::default();
     // One timer for the round, set again only when the pending delta's due time moves: a
     // timer armed anew wakes the runtime's other worker to look at the new deadline, and
@@ -461,6 +478,7 @@ async fn one_round<S: TurnSink>(
 /// `builtins` are the app's own tools this turn offers (a bot picks its own); with `mcp`, its
 /// tools are offered beside them and each call goes through the approval broker, as the
 /// turn's [`McpTurn::context`] decides (asked, run unasked for a ticked bot, or refused).
+/// What its requests used goes to `meter`.
 pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     provider: &ProviderClient,
     mut request: TurnRequest,
@@ -468,6 +486,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
     mcp: Option<&McpTurn<'_, P>>,
     sink: &S,
     mut stop: watch::Receiver<bool>,
+    meter: &Meter,
 ) -> TurnEnd {
     let mut text = String::new();
     let history = std::mem::take(&mut request.history);
@@ -510,7 +529,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
             }))
             .await?;
             chat.tools = tools;
-            let round = one_round(provider, &chat, sink, &mut stop, &mut text).await?;
+            let round = one_round(provider, &chat, sink, &mut stop, &mut text, meter).await?;
             if round.stopped {
                 return Ok(true);
             }
@@ -527,7 +546,7 @@ pub async fn run_turn<S: TurnSink, P: ApprovalPort>(
                     let announcing = mcp.filter(|m| m.announce && call.name == ANNOUNCE_TOOL);
                     match mcp.and_then(|m| m.tool(&call.name).map(|t| (m, t))) {
                         Some((mcp, tool)) => {
-                            let sampler = mcp::Sampler { provider, model: &request.model };
+                            let sampler = mcp::Sampler { provider, model: &request.model, meter };
                             mcp.call(tool, call, &mut guard, sink, &waiting_card, sampler).await
                         }
                         None if let Some(mcp) = announcing => {
