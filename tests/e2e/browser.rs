@@ -5,6 +5,7 @@ mod driver;
 mod everyday;
 mod files;
 mod questions;
+mod usage;
 mod views;
 mod voice;
 
@@ -329,6 +330,8 @@ async fn browser_every_signed_in_page_fits_a_phone() {
         "/admin/mcp".to_owned(),
         "/admin/instance".to_owned(),
         "/admin/catalogue".to_owned(),
+        "/admin/usage".to_owned(),
+        "/settings/usage".to_owned(),
         "/settings/tools/discover".to_owned(),
         "/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp".to_owned(),
     ];

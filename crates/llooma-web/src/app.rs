@@ -109,6 +109,16 @@ macro_rules! with_page_view {
             Page::AdminCatalogue { me, entries } => {
                 $finish(move || view! { <crate::discover::AdminCatalogue me entries /> })
             }
+            Page::SettingsUsage { me, report } => {
+                $finish(move || view! { <crate::usage::SettingsUsage me report /> })
+            }
+            Page::AdminUsage { me, report, prices, providers, defaults, accounts } => {
+                $finish(move || {
+                    view! {
+                        <crate::usage::AdminUsage me report prices providers defaults accounts />
+                    }
+                })
+            }
             Page::NotFound { me } => $finish(move || view! { <NotFound me /> }),
         }
     };

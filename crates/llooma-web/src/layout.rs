@@ -27,6 +27,7 @@ pub fn TopBar(me: Me) -> impl IntoView {
                 <a href="/settings/personas">"Personas"</a>
                 <a href="/settings/prompts">"Prompts"</a>
                 <a href="/settings/bots">"Bots"</a>
+                <a href="/settings/usage">"Usage"</a>
                 {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
             </nav>
             <span class="who">
@@ -47,6 +48,7 @@ pub fn AdminNav() -> impl IntoView {
             <a href="/admin/mcp">"MCP servers"</a>
             <a href="/admin/catalogue">"Catalogue"</a>
             <a href="/admin/instance">"Providers and instance"</a>
+            <a href="/admin/usage">"Usage"</a>
         </nav>
     }
 }

@@ -34,6 +34,7 @@ mod review;
 mod settings;
 mod sidebar;
 mod stream;
+mod usage;
 mod voice;
 
 #[cfg(feature = "ssr")]

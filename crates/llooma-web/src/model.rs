@@ -134,6 +134,17 @@ pub enum Page {
     },
     /// Admin → Catalogue.
     AdminCatalogue { me: Me, entries: Vec<CatalogueEntryView> },
+    /// Settings → Usage: the person's usage, spend and limits.
+    SettingsUsage { me: Me, report: llooma_types::UsageReport },
+    /// Admin → Usage: every account's usage, the prices, the currency and the limits.
+    AdminUsage {
+        me: Me,
+        report: llooma_types::UsageReport,
+        prices: Vec<llooma_types::ModelPriceView>,
+        providers: Vec<llooma_types::ProviderView>,
+        defaults: llooma_types::LimitsView,
+        accounts: Vec<(llooma_types::AccountView, llooma_types::AccountLimits)>,
+    },
     /// Admin → MCP servers: every server of the instance.
     AdminMcp { me: Me, users_can_add: bool, servers: Vec<AdminMcpServerView> },
     /// Nothing here (or not this account's).
@@ -158,6 +169,8 @@ impl Page {
             Page::Discover { .. } => "Settings → Tools → Discover · Llooma".to_owned(),
             Page::AddServer { .. } => "Add an MCP server · Llooma".to_owned(),
             Page::AdminCatalogue { .. } => "Admin → Catalogue · Llooma".to_owned(),
+            Page::SettingsUsage { .. } => "Settings → Usage · Llooma".to_owned(),
+            Page::AdminUsage { .. } => "Admin → Usage · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }
     }

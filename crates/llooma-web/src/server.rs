@@ -137,6 +137,8 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/admin", get(admin_home))
         .route("/admin/mcp", get(admin_mcp))
         .route("/admin/instance", get(admin_instance))
+        .route("/settings/usage", get(settings_usage))
+        .route("/admin/usage", get(admin_usage))
         .route("/pkg/{file}", get(client_file))
         .route("/assets/{file}", get(style))
         .fallback(not_found)
@@ -748,6 +750,46 @@ async fn admin_instance(State(web): State<Web>, request: Request) -> Response {
             settings: web.get(&caller, "/api/v1/admin/settings").await?,
             files: web.get(&caller, "/api/v1/admin/files").await?,
             speech: web.get(&caller, "/api/v1/admin/speech").await?,
+        })
+    })
+    .await
+}
+
+/// The period a usage page covers: `?days=`, 30 unless it is one of the offered periods.
+fn report_days(query: &PageQuery) -> u32 {
+    match query_value(query, "days").parse() {
+        Ok(days @ (7 | 30 | 90)) => days,
+        _ => 30,
+    }
+}
+
+async fn settings_usage(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
+    let days = report_days(&query);
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |web, caller, me| async move {
+        let report = web.get(&caller, &format!("/api/v1/usage?days={days}")).await?;
+        Ok(Page::SettingsUsage { me, report })
+    })
+    .await
+}
+
+async fn admin_usage(State(web): State<Web>, query: PageQuery, request: Request) -> Response {
+    let days = report_days(&query);
+    web.signed_in_page(Caller::of(&request), Who::Administrators, |web, caller, me| async move {
+        let listed: Vec<llooma_types::AccountView> =
+            web.get(&caller, "/api/v1/admin/accounts").await?;
+        let mut accounts = Vec::with_capacity(listed.len());
+        for account in listed {
+            let path = format!("/api/v1/admin/accounts/{}/limits", account.id);
+            let limits = web.get(&caller, &path).await?;
+            accounts.push((account, limits));
+        }
+        Ok(Page::AdminUsage {
+            me,
+            report: web.get(&caller, &format!("/api/v1/admin/usage?days={days}")).await?,
+            prices: web.get(&caller, "/api/v1/admin/prices").await?,
+            providers: web.get(&caller, "/api/v1/admin/providers").await?,
+            defaults: web.get(&caller, "/api/v1/admin/limits").await?,
+            accounts,
         })
     })
     .await
