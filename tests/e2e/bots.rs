@@ -661,6 +661,42 @@ async fn the_answer_comes_from_the_bots_model_with_its_instructions_and_ticked_t
 }
 
 #[tokio::test]
+async fn a_bots_replies_count_to_its_owner_and_past_their_limit_it_stays_silent_saying_why() {
+    let mut w =
+        World::new(&ALL_BOT_PERMISSIONS, vec![Reply::text("Counted.").usage(900, 100)]).await;
+    let general = w.general.clone();
+    let id = w.add_bot(json!({})).await;
+    w.ann_says(&general, "@helper hello", SignalKind::DirectMentionReceived);
+    w.posts_settle_at(1).await;
+    let usage = w.tab.get("/api/v1/usage").await.json;
+    assert_eq!(
+        (usage["totals"]["requests"].as_u64(), usage["totals"]["outputTokens"].as_u64()),
+        (Some(1), Some(100))
+    );
+
+    let limits = json!({"tokensPerDay": 1_000});
+    assert_eq!(w.tab.send("PUT", "/api/v1/admin/limits", Some(limits)).await.status, 200);
+    let asked = w.model.requests().len();
+    w.ann_says(&general, "@helper again", SignalKind::DirectMentionReceived);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let card = loop {
+        let card = w.card(&id).await;
+        if card["lastError"].as_str().is_some_and(|e| e.contains("limit")) {
+            break card;
+        }
+        assert!(Instant::now() < deadline, "the card never said why: {card}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let said = card["lastError"].as_str().unwrap();
+    assert!(
+        said.contains("limits of the bot's owner") && said.contains("1000 tokens a day"),
+        "{said}"
+    );
+    assert_eq!(w.posts().len(), 1, "nothing more was posted");
+    assert_eq!(w.model.requests().len(), asked, "the model was not asked");
+}
+
+#[tokio::test]
 async fn a_rotated_instance_secret_keeps_the_bot_running() {
     let mut w = World::new(&ALL_BOT_PERMISSIONS, vec![]).await;
     let general = w.general.clone();

@@ -280,10 +280,9 @@ impl Responder for TurnResponder {
         let limits = self.app.store.limits_for(&b.account_id).await.map_err(|e| fail(&e))?;
         let asking = plan.request.history.iter().map(|(_, text)| text.len()).sum::<usize>()
             + plan.request.system_prompt.as_ref().map_or(0, String::len);
-        self.app
-            .admit_turn(&b.account_id, &limits, asking.div_ceil(4) as u64)
-            .await
-            .map_err(|e| BotModelError(format!("Not answered, by its owner's limits: {e}")))?;
+        self.app.admit_turn(&b.account_id, &limits, asking.div_ceil(4) as u64).await.map_err(
+            |e| BotModelError(format!("it was not asked, by the limits of the bot's owner. {e}")),
+        )?;
         // Nobody can press Stop on a bot's answer.
         let (_stop_tx, stop) = watch::channel(false);
         match self.app.run_plan(plan, &Discard, stop).await {
