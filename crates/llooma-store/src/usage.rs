@@ -65,6 +65,16 @@ pub struct UsedSoFar {
     pub spend_nanos_this_month: i64,
 }
 
+fn limits_of(row: &account_limits::Model) -> UsageLimits {
+    UsageLimits {
+        tokens_per_day: row.tokens_per_day,
+        tokens_per_month: row.tokens_per_month,
+        spend_micros_per_day: row.spend_micros_per_day,
+        spend_micros_per_month: row.spend_micros_per_month,
+        turns_per_minute: row.turns_per_minute,
+    }
+}
+
 const ADD_USAGE: &str = "INSERT INTO usage_days (account_id, day, provider_id, model, requests, \
     estimated_requests, input_tokens, cached_input_tokens, output_tokens, spend_nanos) \
     SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, COALESCE((SELECT (? * p.input_micros \
@@ -118,8 +128,17 @@ impl Store {
             usage.model.as_str().into(),
         ];
         let backend = self.backend();
-        let sql = numbered_placeholders(backend, ADD_USAGE);
-        self.db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+        let statement = Statement::from_sql_and_values(
+            backend,
+            numbered_placeholders(backend, ADD_USAGE),
+            values,
+        );
+        // Every turn ends with it: on SQLite it runs on the hot path's own connection.
+        if let Some(inline) = &self.inline {
+            inline.run(|conn| crate::inline_orm::execute(conn, &statement)).await?;
+            return Ok(());
+        }
+        self.db.execute_raw(statement).await?;
         Ok(())
     }
 
@@ -255,31 +274,13 @@ impl Store {
     /// defaults as a whole).
     pub async fn account_limits(&self, account_id: &str) -> StoreResult<Option<UsageLimits>> {
         let row = self.find_one(account_limits::Entity::find_by_id(account_id.to_owned())).await?;
-        Ok(row.map(|m| UsageLimits {
-            tokens_per_day: m.tokens_per_day,
-            tokens_per_month: m.tokens_per_month,
-            spend_micros_per_day: m.spend_micros_per_day,
-            spend_micros_per_month: m.spend_micros_per_month,
-            turns_per_minute: m.turns_per_minute,
-        }))
+        Ok(row.as_ref().map(limits_of))
     }
 
     /// Every account that has limits of its own.
     pub async fn all_account_limits(&self) -> StoreResult<Vec<(String, UsageLimits)>> {
         let rows = self.find_all(account_limits::Entity::find()).await?;
-        Ok(rows
-            .into_iter()
-            .map(|m| {
-                let limits = UsageLimits {
-                    tokens_per_day: m.tokens_per_day,
-                    tokens_per_month: m.tokens_per_month,
-                    spend_micros_per_day: m.spend_micros_per_day,
-                    spend_micros_per_month: m.spend_micros_per_month,
-                    turns_per_minute: m.turns_per_minute,
-                };
-                (m.account_id, limits)
-            })
-            .collect())
+        Ok(rows.into_iter().map(|m| (m.account_id.clone(), limits_of(&m))).collect())
     }
 
     /// Gives the account limits of its own, or (`None`) returns it to the instance's defaults.
