@@ -100,9 +100,12 @@ pub fn public_origin(declared: &str) -> Option<String> {
     let well_formed = bare.contains('.')
         && bare.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
         && bare.split('.').all(|label| !label.is_empty() && !label.starts_with('-'));
-    // The last label all digits: an IP address written as a name.
-    let numeric =
-        bare.rsplit('.').next().is_some_and(|tld| tld.bytes().all(|b| b.is_ascii_digit()));
+    // A last label a browser reads as a number makes the whole host an IPv4 address (the URL
+    // standard's "ends in a number"): all digits, or hexadecimal after `0x` (`1.0x7f`).
+    let numeric = bare.rsplit('.').next().is_some_and(|tld| {
+        let hex = tld.strip_prefix("0x").map(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+        hex.unwrap_or_else(|| tld.bytes().all(|b| b.is_ascii_digit()))
+    });
     let private = PRIVATE_SUFFIXES.iter().any(|s| bare == *s || bare.ends_with(&format!(".{s}")));
     if !well_formed || numeric || private {
         return None;
@@ -135,6 +138,10 @@ mod tests {
             "http://api.example.com",
             "https://127.0.0.1",
             "https://127.0.0.1:8080",
+            "https://0x7f.0.0.0x1",
+            "https://127.0.0.0x1",
+            "https://1.0x",
+            "https://0177.0.0.01",
             "https://10.0.0.7",
             "https://[::1]",
             "https://localhost",
