@@ -41,6 +41,7 @@ mod m0023_tool_hints;
 mod m0024_server_questions;
 mod m0025_mcp_views;
 mod m0026_usage;
+mod m0027_title_search;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -75,6 +76,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0024_server_questions::Migration),
             Box::new(m0025_mcp_views::Migration),
             Box::new(m0026_usage::Migration),
+            Box::new(m0027_title_search::Migration),
         ]
     }
 }

@@ -176,10 +176,10 @@ impl Store {
             .await?)
     }
 
-    /// The account's conversations whose title contains `query` or one of whose messages holds
-    /// all its words (each as the start of a word, so a search typed half-way finds), most
-    /// recently active first, at most `limit`. Uses the engine's full-text index (SQLite FTS5,
-    /// Postgres `tsvector`; migration m0011).
+    /// The account's conversations whose title, or one of whose messages, holds all the words of
+    /// `query` (each as the start of a word, so a search typed half-way finds), most recently
+    /// active first, at most `limit`. Uses the engine's full-text indexes (SQLite FTS5, Postgres
+    /// `tsvector`; migrations m0011 and m0027). A query without a letter or digit finds nothing.
     pub async fn search_conversations(
         &self,
         account_id: &str,
@@ -188,12 +188,13 @@ impl Store {
     ) -> StoreResult<Vec<Conversation>> {
         let words: Vec<&str> =
             query.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
-        let title = format!(
-            "%{}%",
-            query.trim().replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
-        );
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let backend = self.backend();
+        // Titles and messages each through their own index (m0011, m0027); the conversations
+        // either found are then read by key, so no title of the account is read unmatched.
         let statement = match backend {
             DbBackend::Postgres => {
                 // Words are letters and digits only, so nothing typed is `tsquery` syntax.
@@ -201,11 +202,13 @@ impl Store {
                     words.iter().map(|w| format!("{w}:*")).collect::<Vec<_>>().join(" & ");
                 Statement::from_sql_and_values(
                     backend,
-                    "SELECT * FROM conversations WHERE account_id = $1 AND (title ILIKE $2 \
-                     ESCAPE '\\' OR ($3 <> '' AND id IN (SELECT conversation_id FROM messages \
-                     WHERE to_tsvector('simple', content) @@ to_tsquery('simple', $3)))) \
-                     ORDER BY updated_at_ms DESC, id DESC LIMIT $4",
-                    [account_id.into(), title.into(), words.into(), limit.into()],
+                    "SELECT * FROM conversations WHERE account_id = $1 AND id IN (\
+                     SELECT id FROM conversations \
+                     WHERE to_tsvector('simple', title) @@ to_tsquery('simple', $2) \
+                     UNION SELECT conversation_id FROM messages \
+                     WHERE to_tsvector('simple', content) @@ to_tsquery('simple', $2)) \
+                     ORDER BY updated_at_ms DESC, id DESC LIMIT $3",
+                    [account_id.into(), words.into(), limit.into()],
                 )
             }
             _ => {
@@ -217,18 +220,13 @@ impl Store {
                     words.iter().map(|w| format!("\"{w}\"*")).collect::<Vec<_>>().join(" ");
                 Statement::from_sql_and_values(
                     backend,
-                    "SELECT * FROM conversations WHERE account_id = ? AND (title LIKE ? \
-                     ESCAPE '\\' OR (? <> '' AND id IN (SELECT m.conversation_id FROM \
-                     messages_search s JOIN messages m ON m.rowid = s.rowid \
-                     WHERE messages_search MATCH ?))) ORDER BY updated_at_ms DESC, id DESC \
-                     LIMIT ?",
-                    [
-                        account_id.into(),
-                        title.into(),
-                        words.clone().into(),
-                        words.into(),
-                        limit.into(),
-                    ],
+                    "SELECT * FROM conversations WHERE account_id = ? AND rowid IN (\
+                     SELECT rowid FROM conversations_search WHERE conversations_search MATCH ? \
+                     UNION SELECT c.rowid FROM conversations c WHERE c.id IN (\
+                     SELECT m.conversation_id FROM messages_search s \
+                     JOIN messages m ON m.rowid = s.rowid WHERE messages_search MATCH ?)) \
+                     ORDER BY updated_at_ms DESC, id DESC LIMIT ?",
+                    [account_id.into(), words.clone().into(), words.into(), limit.into()],
                 )
             }
         };

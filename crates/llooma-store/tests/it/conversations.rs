@@ -564,3 +564,32 @@ async fn sqlite_s_log_is_checkpointed_in_the_background_soon_after_a_write() {
     }
     assert!(grown >= before + 1_000_000, "the database file is {grown} bytes, {before} before");
 }
+
+#[tokio::test]
+async fn a_title_is_found_by_its_words_through_the_index_as_it_is_now() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let bob = account(&store, "bob").await;
+    let titles = async |store: &llooma_store::Store, account: &str, words: &str| -> Vec<String> {
+        let found = store.search_conversations(account, words, 10).await.unwrap();
+        found.into_iter().map(|c| c.title).collect()
+    };
+    let tides = store.create_conversation(&alice, "Tides in Brest", None, None).await.unwrap();
+    store.create_conversation(&alice, "Paris museums", None, None).await.unwrap();
+    store.create_conversation(&bob, "Tides of Bob", None, None).await.unwrap();
+    assert_eq!(titles(&store, &alice, "tide").await, ["Tides in Brest"], "a word's start");
+    assert_eq!(titles(&store, &alice, "BREST tides").await, ["Tides in Brest"], "every word");
+    assert_eq!(titles(&store, &alice, "brest museums").await, Vec::<String>::new());
+    assert_eq!(titles(&store, &alice, "ides").await, Vec::<String>::new(), "starts only");
+    assert_eq!(titles(&store, &alice, "%_*\"").await, Vec::<String>::new(), "no syntax");
+    assert_eq!(titles(&store, &bob, "tides").await, ["Tides of Bob"], "one's own only");
+
+    let renamed =
+        llooma_store::ConversationPatch { title: Some("Low water".into()), ..Default::default() };
+    store.update_conversation(&alice, &tides.id, renamed).await.unwrap();
+    assert_eq!(titles(&store, &alice, "tides").await, Vec::<String>::new(), "the old title");
+    assert_eq!(titles(&store, &alice, "water").await, ["Low water"]);
+    store.delete_conversation(&alice, &tides.id).await.unwrap();
+    assert_eq!(titles(&store, &alice, "water").await, Vec::<String>::new());
+}
