@@ -277,10 +277,14 @@ impl Responder for TurnResponder {
             turn_id: uuid::Uuid::new_v4().to_string(),
         };
         // Over its owner's limit the bot stays silent; its card says why.
-        let limits = self.app.store.limits_for(&b.account_id).await.map_err(|e| fail(&e))?;
+        let limits = match self.app.store.account_limits(&b.account_id).await {
+            Ok(Some(own)) => own,
+            Ok(None) => instance.default_limits,
+            Err(e) => return Err(fail(&e)),
+        };
         let asking = plan.request.history.iter().map(|(_, text)| text.len()).sum::<usize>()
             + plan.request.system_prompt.as_ref().map_or(0, String::len);
-        self.app.admit_turn(&b.account_id, &limits, asking.div_ceil(4) as u64).await.map_err(
+        self.app.admit_turn(&b.account_id, &limits, &instance.currency, asking.div_ceil(4) as u64).await.map_err(
             |e| BotModelError(format!("it was not asked, by the limits of the bot's owner. {e}")),
         )?;
         // Nobody can press Stop on a bot's answer.

@@ -521,7 +521,7 @@ impl App {
         );
         // Refused here, before anything is written or sent, when a limit does not allow it.
         let asking = (earlier.bytes() + person.len() + system_prompt.len()).div_ceil(4);
-        self.admit_turn(account_id, &limits, asking as u64).await?;
+        self.admit_turn(account_id, &limits, &instance.currency, asking as u64).await?;
         let now = now_rfc3339();
         let started = TurnStarted {
             model: Some(model.clone()),

@@ -193,11 +193,12 @@ impl App {
     /// [`AppError::LimitReached`] (which limit, and when it resets) when the account used up a
     /// token or spend limit, or when `asking` more tokens (the request's estimated prompt)
     /// would pass a token limit, or when its minute is full. An admitted turn is counted in
-    /// its minute.
+    /// its minute. `currency` is the instance's, for the words.
     pub(crate) async fn admit_turn(
         &self,
         account_id: &str,
         limits: &UsageLimits,
+        currency: &str,
         asking: u64,
     ) -> Result<(), AppError> {
         if limits.is_empty() {
@@ -229,7 +230,6 @@ impl App {
                 );
                 return Err(limit_reached(what, now, next_month(now)));
             }
-            let currency = self.store.instance_settings().await?.currency;
             let spent = |used: i64, limit: Option<i64>| {
                 limit.filter(|limit| used >= limit.saturating_mul(1000))
             };
