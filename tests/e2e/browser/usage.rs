@@ -38,6 +38,8 @@ async fn browser_usage_is_priced_limited_and_shown_to_administrators_and_to_each
     browser.type_into("input[name=currency]", "chf").await;
     browser.click("button.save-currency").await;
     until_api(&mut api, "/api/v1/admin/settings", "the currency", |s| s["currency"] == "CHF").await;
+    // Each change reloads the page once stored: its reload is over before the next step.
+    browser.wait_text(".usage-totals .spend", "CHF").await;
     browser.wait_live().await;
     browser.type_into(".default-limits input[name=tokens-per-day]", "5000").await;
     browser.click(".default-limits button.save-limits").await;
@@ -58,6 +60,8 @@ async fn browser_usage_is_priced_limited_and_shown_to_administrators_and_to_each
         own["own"],
         json!({"tokensPerDay": null, "tokensPerMonth": null, "spendPerDay": null, "spendPerMonth": null, "turnsPerMinute": 2})
     );
+    browser.wait_text(&format!("{bob_row} summary"), "Its own: 2 replies a minute").await;
+    browser.wait_live().await;
 
     // A reply is counted and priced; the administrator's page shows it.
     model.push(Reply::text("Counted.").usage(1_000, 250));
