@@ -121,6 +121,10 @@ async fn every_request_is_counted_priced_and_shown_to_its_person_and_to_administ
     assert_eq!((refused.status, refused.json["error"].as_str()), (400, Some("invalid_amount")));
     let nowhere = json!({"providerId": "nope", "model": "m", "input": 1.0, "output": 1.0});
     assert_eq!(tab.send("PUT", "/api/v1/admin/prices", Some(nowhere)).await.status, 400);
+    let long =
+        json!({"providerId": provider_id, "model": "m".repeat(300), "input": 1.0, "output": 1.0});
+    let refused = tab.send("PUT", "/api/v1/admin/prices", Some(long)).await;
+    assert_eq!((refused.status, refused.json["error"].as_str()), (400, Some("invalid_model")));
     assert_eq!(tab.get("/api/v1/admin/prices").await.json[0]["input"], 2.0);
     assert_eq!(tab.get("/api/v1/usage?days=0").await.status, 400);
 }

@@ -284,9 +284,12 @@ impl Responder for TurnResponder {
         };
         let asking = plan.request.history.iter().map(|(_, text)| text.len()).sum::<usize>()
             + plan.request.system_prompt.as_ref().map_or(0, String::len);
-        self.app.admit_turn(&b.account_id, &limits, &instance.currency, asking.div_ceil(4) as u64).await.map_err(
-            |e| BotModelError(format!("it was not asked, by the limits of the bot's owner. {e}")),
-        )?;
+        self.app
+            .admit_turn(&b.account_id, &limits, &instance.currency, asking.div_ceil(4) as u64)
+            .await
+            .map_err(|e| {
+                BotModelError(format!("it was not asked, by the limits of the bot's owner. {e}"))
+            })?;
         // Nobody can press Stop on a bot's answer.
         let (_stop_tx, stop) = watch::channel(false);
         match self.app.run_plan(plan, &Discard, stop).await {

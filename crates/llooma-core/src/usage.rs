@@ -23,6 +23,9 @@ use crate::{App, AppError};
 /// The most days a report covers.
 pub const MAX_REPORT_DAYS: u32 = 366;
 
+/// The longest model name a price is given for (providers' own names are far shorter).
+const MAX_MODEL_NAME_BYTES: usize = 256;
+
 /// The highest price per million tokens, or spend limit, an administrator may write.
 const MAX_AMOUNT: f64 = 1_000_000.0;
 
@@ -415,8 +418,13 @@ impl App {
     /// Sets a model's price (per million tokens); requests from now on are priced with it.
     pub async fn set_model_price(&self, price: &ModelPriceView) -> Result<(), AppError> {
         let model = price.model.trim();
-        if model.is_empty() {
-            return Err(AppError::invalid("invalid_model", "Name the model the price is for."));
+        if model.is_empty() || model.len() > MAX_MODEL_NAME_BYTES {
+            return Err(AppError::invalid(
+                "invalid_model",
+                format!(
+                    "Name the model the price is for, in at most {MAX_MODEL_NAME_BYTES} bytes."
+                ),
+            ));
         }
         if self.store.provider(&price.provider_id).await?.is_none() {
             return Err(AppError::invalid(
