@@ -206,3 +206,63 @@ async fn a_stolen_session_cannot_guess_the_password_through_password_change() {
     let locked = tab.post("/api/v1/me/password", change(PASSWORD)).await;
     assert_eq!(locked.status, 429, "{locked:?}");
 }
+
+#[tokio::test]
+async fn a_person_deletes_their_account_with_everything_of_theirs_and_the_last_administrator_cannot()
+ {
+    use llooma_fake_model::{FakeModel, Reply};
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut root, roots) = crate::conversations::setup(&server, &model).await;
+    root.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let provider = root.get(&format!("/api/v1/conversations/{roots}")).await.json["conversation"]
+        ["providerId"]
+        .clone();
+    let mut bob = server.tab();
+    assert_eq!(bob.register("bob", PASSWORD).await.status, 201);
+    let chat = json!({"title": "Bob's", "providerId": provider, "model": "fake-model"});
+    let bobs =
+        bob.post("/api/v1/conversations", chat).await.json["id"].as_str().unwrap().to_owned();
+    // A reply still being written when the account goes.
+    model.push(Reply::text("a long answer ".repeat(50)).chunks(50).chunk_delay_ms(100));
+    let sent =
+        bob.post(&format!("/api/v1/conversations/{bobs}/messages"), json!({"content": "hi"})).await;
+    assert_eq!(sent.status, 202);
+
+    let wrong =
+        bob.send("DELETE", "/api/v1/me", Some(json!({"password": "not-the-password"}))).await;
+    assert_eq!(wrong.status, 403, "{wrong:?}");
+    assert_eq!(bob.get(&format!("/api/v1/conversations/{bobs}")).await.status, 200, "nothing went");
+    let deleted = bob.send("DELETE", "/api/v1/me", Some(json!({"password": PASSWORD}))).await;
+    assert_eq!(deleted.status, 204, "{deleted:?}");
+    assert!(
+        deleted
+            .set_cookie
+            .as_deref()
+            .is_some_and(|c| c.contains("Max-Age=0") || c.contains("llooma_session=;")),
+        "{deleted:?}"
+    );
+    assert_eq!(bob.get("/api/v1/me").await.status, 401, "the session ended");
+    let mut again = server.tab();
+    assert_eq!(again.login("bob", PASSWORD).await.status, 401, "the account is gone");
+    let accounts = root.get("/api/v1/admin/accounts").await.json;
+    assert_eq!(accounts.as_array().unwrap().len(), 1, "{accounts}");
+    // The name is free again, and holds nothing of before.
+    assert_eq!(again.register("bob", PASSWORD).await.status, 201);
+    assert_eq!(again.get("/api/v1/conversations").await.json, json!([]));
+    assert_eq!(again.get(&format!("/api/v1/conversations/{bobs}")).await.status, 404);
+
+    // The instance keeps its administrator; its own conversations still answer.
+    let last = root.send("DELETE", "/api/v1/me", Some(json!({"password": PASSWORD}))).await;
+    assert_eq!((last.status, last.json["error"].as_str()), (409, Some("last_admin")), "{last:?}");
+    model.push(Reply::text("Still here."));
+    let mut events =
+        crate::support::Events::open(&root, &format!("/api/v1/conversations/{roots}/events"), None)
+            .await;
+    let sent = root
+        .post(&format!("/api/v1/conversations/{roots}/messages"), json!({"content": "there?"}))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    while events.next().await.0 != "end" {}
+}

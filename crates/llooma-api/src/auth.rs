@@ -219,6 +219,43 @@ pub async fn set_preferences(
     Ok(axum::Json(llooma_types::PreferencesView { titles_from_model: stored.titles_from_model }))
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccountDeleteRequest {
+    password: Secret,
+}
+
+/// `DELETE /api/v1/me`: deletes the signed-in account with everything of its, after its
+/// password is given again (counted like a sign-in, so a stolen session cannot guess it). Every
+/// session of the account ends.
+pub async fn delete_me(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    ApiJson(body): ApiJson<AccountDeleteRequest>,
+) -> Result<Response, ApiError> {
+    let account = signed_in.account;
+    let throttle = &state.config.throttle;
+    let now = llooma_core::store::now_ms();
+    state.app.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
+    let since = now - millis(throttle.window);
+    if state.app.store.count_login_failures(FailureScope::Account, &account.username, since).await?
+        > throttle.max_failures_per_account
+    {
+        return Err(ApiError::TooManyAttempts {
+            retry_after_secs: throttle.window.as_secs().max(1),
+        });
+    }
+    if !state.passwords.verify(body.password, Some(account.password_hash.clone())).await? {
+        return Err(ApiError::Forbidden("The password is wrong; nothing was deleted.".into()));
+    }
+    state.app.store.clear_login_failures(FailureScope::Account, &account.username).await?;
+    state.app.delete_account(&account.id).await?;
+    state.live_sessions.end_account(&account.id);
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    response.headers_mut().insert(header::SET_COOKIE, session::clearing_cookie(&state)?);
+    Ok(response)
+}
+
 /// Changes the password and ends every session of the account, this one included; the answer
 /// carries a fresh session for the tab that made the change.
 pub async fn change_password(

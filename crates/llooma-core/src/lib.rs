@@ -15,6 +15,7 @@
 //! policy ([`providers`], [`builtins`]). It knows nothing of HTTP: `llooma-api` maps its
 //! answers and [`AppError`]s to requests and status codes.
 
+mod accounts;
 pub mod app;
 pub mod approvals;
 pub mod bot_settings;

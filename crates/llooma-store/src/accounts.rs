@@ -180,3 +180,55 @@ impl Store {
         Ok(())
     }
 }
+
+/// Deletes an account unless it is the instance's last administrator, in one statement.
+const DELETE_ACCOUNT: &str = "DELETE FROM accounts WHERE id = ? AND (role <> 'admin' OR \
+    (SELECT COUNT(*) FROM accounts WHERE role = 'admin') > 1)";
+
+/// What became of a request to delete an account.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deleted {
+    /// The account and everything of its are gone.
+    Yes,
+    /// It is the last administrator: nothing was deleted.
+    LastAdministrator,
+    NotFound,
+}
+
+impl Store {
+    /// Deletes the account and, by the database's cascades, everything of its: sessions,
+    /// conversations with their messages, turns and files, personas, MCP servers and their
+    /// views, remembered consent, cards, bot integrations, usage and limits. Refused for the
+    /// last administrator, so an instance always keeps one.
+    pub async fn delete_account(&self, account_id: &str) -> StoreResult<Deleted> {
+        use sea_orm::ConnectionTrait;
+        let backend = self.db.get_database_backend();
+        let statement = sea_orm::Statement::from_sql_and_values(
+            backend,
+            crate::numbered_placeholders(backend, DELETE_ACCOUNT),
+            [account_id.into()],
+        );
+        if self.db.execute_raw(statement).await?.rows_affected() == 1 {
+            return Ok(Deleted::Yes);
+        }
+        Ok(match self.account(account_id).await? {
+            Some(_) => Deleted::LastAdministrator,
+            None => Deleted::NotFound,
+        })
+    }
+
+    /// The account's conversations with a turn running, on any replica.
+    pub async fn running_conversations(&self, account_id: &str) -> StoreResult<Vec<String>> {
+        use sea_orm::ConnectionTrait;
+        let backend = self.db.get_database_backend();
+        let sql = "SELECT DISTINCT c.id FROM conversations c JOIN turns t \
+            ON t.conversation_id = c.id WHERE c.account_id = ? AND t.state = 'running'";
+        let statement = sea_orm::Statement::from_sql_and_values(
+            backend,
+            crate::numbered_placeholders(backend, sql),
+            [account_id.into()],
+        );
+        let rows = self.db.query_all_raw(statement).await?;
+        rows.iter().map(|row| Ok(row.try_get_by_index(0)?)).collect()
+    }
+}

@@ -39,7 +39,7 @@ use llooma_migration::MigratorTrait;
 use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, DbErr};
 
-pub use accounts::{Account, NewAccount, RegisterOutcome};
+pub use accounts::{Account, Deleted, NewAccount, RegisterOutcome};
 pub use approvals::APPROVAL_CHANNEL;
 pub use bots::{BotConnection, BotIntegration, BotRunReport, BotSettingsRow};
 pub use catalogue::{CatalogueEntry, CatalogueRatings, CatalogueUsage, NewCatalogueEntry};

@@ -5,6 +5,7 @@
 // failed setup step should panic there too.
 #![expect(clippy::unwrap_used, clippy::expect_used, reason = "test helpers panic on failed setup")]
 
+mod accounts;
 mod approvals;
 mod bots;
 mod catalogue;
