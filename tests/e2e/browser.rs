@@ -332,6 +332,7 @@ async fn browser_every_signed_in_page_fits_a_phone() {
         "/admin/catalogue".to_owned(),
         "/admin/usage".to_owned(),
         "/settings/usage".to_owned(),
+        "/settings/account".to_owned(),
         "/settings/tools/discover".to_owned(),
         "/settings/tools/mcp/new?address=https%3A%2F%2Fmcp.example.org%2Fmcp".to_owned(),
     ];

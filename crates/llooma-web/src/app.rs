@@ -109,6 +109,9 @@ macro_rules! with_page_view {
             Page::AdminCatalogue { me, entries } => {
                 $finish(move || view! { <crate::discover::AdminCatalogue me entries /> })
             }
+            Page::SettingsAccount { me } => {
+                $finish(move || view! { <crate::account::SettingsAccount me /> })
+            }
             Page::SettingsUsage { me, report } => {
                 $finish(move || view! { <crate::usage::SettingsUsage me report /> })
             }

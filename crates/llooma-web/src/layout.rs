@@ -30,10 +30,10 @@ pub fn TopBar(me: Me) -> impl IntoView {
                 <a href="/settings/usage">"Usage"</a>
                 {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
             </nav>
-            <span class="who">
+            <a class="who" href="/settings/account" title="Your account">
                 {me.display_name.clone()}
                 {me.admin.then(|| view! { <span class="badge">"admin"</span> })}
-            </span>
+            </a>
             <button class="signout" type="button" on:click=sign_out>"Sign out"</button>
         </header>
     }

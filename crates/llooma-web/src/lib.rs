@@ -12,6 +12,7 @@
 
 #![recursion_limit = "256"]
 
+mod account;
 mod admin;
 mod api;
 mod app;

@@ -134,6 +134,8 @@ pub enum Page {
     },
     /// Admin → Catalogue.
     AdminCatalogue { me: Me, entries: Vec<CatalogueEntryView> },
+    /// Settings → Account: who is signed in; deleting the account.
+    SettingsAccount { me: Me },
     /// Settings → Usage: the person's usage, spend and limits.
     SettingsUsage { me: Me, report: llooma_types::UsageReport },
     /// Admin → Usage: every account's usage, the prices, the currency and the limits.
@@ -170,6 +172,7 @@ impl Page {
             Page::AddServer { .. } => "Add an MCP server · Llooma".to_owned(),
             Page::AdminCatalogue { .. } => "Admin → Catalogue · Llooma".to_owned(),
             Page::SettingsUsage { .. } => "Settings → Usage · Llooma".to_owned(),
+            Page::SettingsAccount { .. } => "Settings → Account · Llooma".to_owned(),
             Page::AdminUsage { .. } => "Admin → Usage · Llooma".to_owned(),
             Page::NotFound { .. } => "Not found · Llooma".to_owned(),
         }

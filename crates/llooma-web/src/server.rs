@@ -138,6 +138,7 @@ pub fn router(api: Router, client: Option<ClientFiles>) -> Router {
         .route("/admin/mcp", get(admin_mcp))
         .route("/admin/instance", get(admin_instance))
         .route("/settings/usage", get(settings_usage))
+        .route("/settings/account", get(settings_account))
         .route("/admin/usage", get(admin_usage))
         .route("/pkg/{file}", get(client_file))
         .route("/assets/{file}", get(style))
@@ -761,6 +762,13 @@ fn report_days(query: &PageQuery) -> u32 {
         Ok(days @ (7 | 30 | 90)) => days,
         _ => 30,
     }
+}
+
+async fn settings_account(State(web): State<Web>, request: Request) -> Response {
+    web.signed_in_page(Caller::of(&request), Who::Anyone, |_, _, me| async move {
+        Ok(Page::SettingsAccount { me })
+    })
+    .await
 }
 
 async fn settings_usage(State(web): State<Web>, query: PageQuery, request: Request) -> Response {

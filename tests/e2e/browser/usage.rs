@@ -120,3 +120,40 @@ async fn browser_usage_is_priced_limited_and_shown_to_administrators_and_to_each
     browser.wait_live().await;
     browser.wait_text(".limits-standing .turns", "At most 2 replies a minute.").await;
 }
+
+#[tokio::test]
+async fn browser_a_person_deletes_their_account_from_settings_after_giving_their_password() {
+    let Some(browser) = Browser::start(390, 844).await else { return };
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (mut api, _) = with_conversations(&server, &model, 1).await;
+    api.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut bob = server.tab();
+    bob.register("bob", PASSWORD).await;
+    bob.post("/api/v1/conversations", json!({"title": "Bob's secrets"})).await;
+
+    sign_in(&browser, &base, "bob").await;
+    browser.click(".topbar a.who").await;
+    browser.wait_text("h1", "Settings → Account").await;
+    browser.wait_live().await;
+    browser.type_into("input[name=delete-password]", "not my password").await;
+    browser.click("button.ask-delete").await;
+    browser.wait_text(".delete-account .confirm .question", "cannot be undone").await;
+    browser.click(".delete-account .confirm button.yes").await;
+    browser
+        .wait_text(".delete-account .error", "The password is wrong; nothing was deleted.")
+        .await;
+    assert_eq!(bob.get("/api/v1/conversations").await.json.as_array().unwrap().len(), 1);
+    browser.screenshot("settings-account-phone").await;
+
+    browser.clear("input[name=delete-password]").await;
+    browser.type_into("input[name=delete-password]", PASSWORD).await;
+    browser.click("button.ask-delete").await;
+    browser.click(".delete-account .confirm button.yes").await;
+    browser.wait_text("h2", "Sign in").await;
+    assert_eq!(server.tab().login("bob", PASSWORD).await.status, 401, "the account is gone");
+    let accounts = api.get("/api/v1/admin/accounts").await.json;
+    assert_eq!(accounts.as_array().unwrap().len(), 1, "{accounts}");
+}
