@@ -292,7 +292,11 @@ impl Responder for TurnResponder {
             })?;
         // Nobody can press Stop on a bot's answer.
         let (_stop_tx, stop) = watch::channel(false);
-        match self.app.run_plan(plan, &Discard, stop).await {
+        let meter = crate::usage::Meter::default();
+        let (provider_id, model) = (plan.provider_id.clone(), plan.request.model.clone());
+        let end = self.app.run_plan(plan, &Discard, stop, &meter).await;
+        self.app.record_usage(&b.account_id, &provider_id, &model, meter.take()).await;
+        match end {
             TurnEnd::Done { text } if !text.trim().is_empty() => Ok(text),
             TurnEnd::Done { .. } | TurnEnd::Stopped { .. } => {
                 Err(BotModelError("the model gave an empty answer".into()))

@@ -751,7 +751,12 @@ impl App {
             Start::Logged(seq, logged) => sink.tell_watchers(seq, logged),
         }
         plan.request.attachments = self.read_chosen(chosen, &sink).await;
-        let end = self.run_plan(plan, &sink, stop).await;
+        let meter = crate::usage::Meter::default();
+        let (account_id, provider_id, model) =
+            (plan.account_id.clone(), plan.provider_id.clone(), plan.request.model.clone());
+        let end = self.run_plan(plan, &sink, stop, &meter).await;
+        // However the turn ended, what reached the provider was used: counted with its end.
+        let used = crate::usage::usage_row(&account_id, &provider_id, &model, meter.take());
         let text = end.text();
         let error = match &end {
             TurnEnd::Failed { error, .. } => Some(error.to_string()),
@@ -763,7 +768,7 @@ impl App {
         }
         running.unregister();
         // The reply (what arrived of it) is stored with `end`, in one write.
-        match sink.close(text, end.state(), error.as_deref()).await {
+        match sink.close(text, end.state(), error.as_deref(), used.as_ref()).await {
             Ok(()) => {
                 if let Some(keep) = keep {
                     keep.after_turn(&self.turns.histories, &conversation_id, text);

@@ -62,12 +62,14 @@ pub(crate) struct TurnPlan {
 }
 
 impl App {
-    /// Builds the plan's tools and runs the turn to its end.
+    /// Builds the plan's tools and runs the turn to its end; what its model requests used goes
+    /// to `meter`, however it ended (the caller writes it with the turn's end).
     pub(crate) async fn run_plan<S: TurnSink>(
         &self,
         mut plan: TurnPlan,
         sink: &S,
         stop: watch::Receiver<bool>,
+        meter: &Meter,
     ) -> TurnEnd {
         let failed = |error: TurnError| TurnEnd::Failed { text: String::new(), error };
         let client = match plan.provider.take() {
@@ -113,38 +115,21 @@ impl App {
             choices: conversation,
             descriptions,
         };
-        let meter = Meter::default();
-        let (account_id, provider_id, model) =
-            (plan.account_id.clone(), plan.provider_id.clone(), plan.request.model.clone());
-        let end = 'turn: {
-            if plan.mcp == McpUse::Off {
-                let no_mcp = None::<&McpTurn<'_, Store>>;
-                break 'turn run_turn(
-                    &provider,
-                    plan.request,
-                    &builtins,
-                    no_mcp,
-                    sink,
-                    stop,
-                    &meter,
-                )
-                .await;
-            }
-            let limits = OfferLimits {
-                provider_cap: provider.max_tools_per_request(),
-                builtin_tools: builtins.names().len(),
-                resources: plan.mcp == McpUse::Asked,
-            };
-            let mcp = match self.mcp_turn(&plan, &limits).await {
-                Ok(mcp) => mcp,
-                Err(error) => break 'turn failed(error),
-            };
-            plan.request.rounds = rounds_for(Some(&mcp));
-            run_turn(&provider, plan.request, &builtins, Some(&mcp), sink, stop, &meter).await
+        if plan.mcp == McpUse::Off {
+            let no_mcp = None::<&McpTurn<'_, Store>>;
+            return run_turn(&provider, plan.request, &builtins, no_mcp, sink, stop, meter).await;
+        }
+        let limits = OfferLimits {
+            provider_cap: provider.max_tools_per_request(),
+            builtin_tools: builtins.names().len(),
+            resources: plan.mcp == McpUse::Asked,
         };
-        // However the turn ended: what reached the provider was used.
-        self.record_usage(&account_id, &provider_id, &model, meter.take()).await;
-        end
+        let mcp = match self.mcp_turn(&plan, &limits).await {
+            Ok(mcp) => mcp,
+            Err(error) => return failed(error),
+        };
+        plan.request.rounds = rounds_for(Some(&mcp));
+        run_turn(&provider, plan.request, &builtins, Some(&mcp), sink, stop, meter).await
     }
 
     /// The MCP side of a turn: the offered tools, and the consent the calls go through.

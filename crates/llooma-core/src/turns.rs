@@ -220,18 +220,20 @@ impl LogSink {
         Ok(())
     }
 
-    /// Ends the turn as [`LogSink::end`] does, storing `reply` (unless empty) and the held
-    /// events in the same write.
+    /// Ends the turn as [`LogSink::end`] does, storing `reply` (unless empty), the held events
+    /// and what the turn's model requests `used` in the same write.
     pub(crate) async fn close(
         &self,
         reply: &str,
         state: EndState,
         error: Option<&str>,
+        used: Option<&llooma_store::UsageRow>,
     ) -> Result<(), SinkError> {
         let held = self.take_held();
+        let (conversation_id, turn_id) = (&self.conversation_id, &self.turn_id);
         let closed = self
             .store
-            .close_turn(&self.conversation_id, &self.turn_id, &held, reply, state, error)
+            .close_turn_counted(conversation_id, turn_id, &held, reply, state, error, used)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
         for (seq, event) in closed.before_seqs.into_iter().zip(held) {

@@ -65,6 +65,28 @@ impl Meter {
     }
 }
 
+/// What `tally` adds to the account's row for today and the model; none when no request was
+/// made.
+pub(crate) fn usage_row(
+    account_id: &str,
+    provider_id: &str,
+    model: &str,
+    tally: Tally,
+) -> Option<UsageRow> {
+    (tally.requests > 0).then(|| UsageRow {
+        account_id: account_id.to_owned(),
+        day: day_of(Utc::now()),
+        provider_id: provider_id.to_owned(),
+        model: model.to_owned(),
+        requests: as_i64(tally.requests),
+        estimated_requests: as_i64(tally.estimated_requests),
+        input_tokens: as_i64(tally.input_tokens),
+        cached_input_tokens: as_i64(tally.cached_input_tokens),
+        output_tokens: as_i64(tally.output_tokens),
+        spend_nanos: 0,
+    })
+}
+
 /// A UTC day as stored.
 pub(crate) fn day_of(at: DateTime<Utc>) -> String {
     at.format("%Y-%m-%d").to_string()
@@ -172,21 +194,7 @@ impl App {
         model: &str,
         tally: Tally,
     ) {
-        if tally.requests == 0 {
-            return;
-        }
-        let row = UsageRow {
-            account_id: account_id.to_owned(),
-            day: day_of(Utc::now()),
-            provider_id: provider_id.to_owned(),
-            model: model.to_owned(),
-            requests: as_i64(tally.requests),
-            estimated_requests: as_i64(tally.estimated_requests),
-            input_tokens: as_i64(tally.input_tokens),
-            cached_input_tokens: as_i64(tally.cached_input_tokens),
-            output_tokens: as_i64(tally.output_tokens),
-            spend_nanos: 0,
-        };
+        let Some(row) = usage_row(account_id, provider_id, model, tally) else { return };
         if let Err(err) = self.store.add_usage(&row).await {
             tracing::error!(account = %account_id, model = %model, error = %err, "usage could not be recorded");
         }

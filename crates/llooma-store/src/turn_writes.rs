@@ -11,7 +11,7 @@ use sea_orm::{ConnectionTrait, DbErr, Statement};
 
 use llooma_types::{EncodedEvent, EndState, TurnEvent, TurnStarted};
 
-use crate::{Store, StoreError, StoreResult, inline, is_unique_violation, now_ms};
+use crate::{Store, StoreError, StoreResult, UsageRow, inline, is_unique_violation, now_ms};
 
 /// Numbering an event again after another replica took its number (Postgres), at most this
 /// often.
@@ -176,11 +176,37 @@ impl Store {
         state: EndState,
         error: Option<&str>,
     ) -> StoreResult<ClosedTurn> {
+        self.close_turn_counted(conversation_id, turn_id, before, reply, state, error, None).await
+    }
+
+    /// [`Store::close_turn`], adding what the turn's model requests used (`usage`, see
+    /// [`Store::add_usage`]) in the same write on SQLite: counted by the time `end` is seen,
+    /// and without a commit of its own on the hot path.
+    #[expect(clippy::too_many_arguments, reason = "close_turn's, and what the turn used")]
+    pub async fn close_turn_counted(
+        &self,
+        conversation_id: &str,
+        turn_id: &str,
+        before: &[EncodedEvent],
+        reply: &str,
+        state: EndState,
+        error: Option<&str>,
+        usage: Option<&UsageRow>,
+    ) -> StoreResult<ClosedTurn> {
+        if let Some(usage) = usage
+            && (reply.is_empty() || self.inline.is_none())
+        {
+            self.add_usage(usage).await?;
+        }
         if reply.is_empty() {
             let before_seqs = self.append_events(conversation_id, turn_id, before).await?;
             let (end_seq, end) = self.end_turn(conversation_id, turn_id, state, error).await?;
             return Ok(ClosedTurn { before_seqs, end_seq, end });
         }
+        let counted = usage.map(|usage| {
+            let (sql, values) = crate::usage::add_usage_statement(usage);
+            Statement::from_sql_and_values(sea_orm::DbBackend::Sqlite, sql, values)
+        });
         let end = TurnEvent::end(state).encode();
         if let Some(inline) = &self.inline {
             let (before_seqs, end_seq) = inline
@@ -201,6 +227,9 @@ impl Store {
                     let seq = insert_event(txn, conversation_id, turn_id, &end, now)?;
                     if let Some(error) = error {
                         txn.prepare_cached(TURN_ERROR_SQLITE)?.execute((error, turn_id))?;
+                    }
+                    if let Some(counted) = &counted {
+                        crate::inline_orm::execute(txn, counted)?;
                     }
                     Ok((before_seqs, seq))
                 })

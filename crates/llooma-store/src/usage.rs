@@ -106,34 +106,37 @@ const COUNT_TURN: &str = "INSERT INTO turn_windows (account_id, window_start_ms,
 const FORGET_WINDOWS: &str =
     "DELETE FROM turn_windows WHERE account_id = ? AND window_start_ms < ?";
 
+/// The statement that adds `usage`, with SQLite's placeholders.
+pub(crate) fn add_usage_statement(usage: &UsageRow) -> (&'static str, Vec<sea_orm::Value>) {
+    let uncached = (usage.input_tokens - usage.cached_input_tokens).max(0);
+    let values: Vec<sea_orm::Value> = vec![
+        usage.account_id.as_str().into(),
+        usage.day.as_str().into(),
+        usage.provider_id.as_str().into(),
+        usage.model.as_str().into(),
+        usage.requests.into(),
+        usage.estimated_requests.into(),
+        usage.input_tokens.into(),
+        usage.cached_input_tokens.into(),
+        usage.output_tokens.into(),
+        uncached.into(),
+        usage.cached_input_tokens.into(),
+        usage.output_tokens.into(),
+        usage.provider_id.as_str().into(),
+        usage.model.as_str().into(),
+    ];
+    (ADD_USAGE, values)
+}
+
 impl Store {
     /// Adds what requests used to the account's row for `usage.day` and the model, priced at
     /// the model's price now. `usage.spend_nanos` is ignored.
     pub async fn add_usage(&self, usage: &UsageRow) -> StoreResult<()> {
-        let uncached = (usage.input_tokens - usage.cached_input_tokens).max(0);
-        let values: Vec<sea_orm::Value> = vec![
-            usage.account_id.as_str().into(),
-            usage.day.as_str().into(),
-            usage.provider_id.as_str().into(),
-            usage.model.as_str().into(),
-            usage.requests.into(),
-            usage.estimated_requests.into(),
-            usage.input_tokens.into(),
-            usage.cached_input_tokens.into(),
-            usage.output_tokens.into(),
-            uncached.into(),
-            usage.cached_input_tokens.into(),
-            usage.output_tokens.into(),
-            usage.provider_id.as_str().into(),
-            usage.model.as_str().into(),
-        ];
         let backend = self.backend();
-        let statement = Statement::from_sql_and_values(
-            backend,
-            numbered_placeholders(backend, ADD_USAGE),
-            values,
-        );
-        // Every turn ends with it: on SQLite it runs on the hot path's own connection.
+        let (sql, values) = add_usage_statement(usage);
+        let statement =
+            Statement::from_sql_and_values(backend, numbered_placeholders(backend, sql), values);
+        // On SQLite it runs on the hot path's own connection.
         if let Some(inline) = &self.inline {
             inline.run(|conn| crate::inline_orm::execute(conn, &statement)).await?;
             return Ok(());

@@ -146,3 +146,25 @@ async fn two_replicas_count_turns_per_minute_together_and_never_past_the_limit()
     assert!(one.count_turn(&alice, minute + 60_000, 5).await.unwrap());
     assert!(!two.count_turn(&alice, minute + 60_000, 0).await.unwrap());
 }
+
+#[tokio::test]
+async fn a_turn_s_usage_is_counted_with_its_end_whether_it_wrote_a_reply_or_not() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
+    let started = llooma_types::TurnStarted::new(String::new());
+    for (reply, state) in
+        [("Hi", llooma_types::EndState::Done), ("", llooma_types::EndState::Stopped)]
+    {
+        let opened = store.open_turn(&c.id, "replica-1", "hello", started.clone()).await.unwrap();
+        let used = used(&alice, "2026-12-03", "big", 100, 0, 10);
+        store
+            .close_turn_counted(&c.id, &opened.turn_id, &[], reply, state, None, Some(&used))
+            .await
+            .unwrap();
+    }
+    let rows = store.usage(Some(&alice), "2026-12-03", "2026-12-03").await.unwrap();
+    assert_eq!((rows[0].requests, rows[0].input_tokens, rows[0].output_tokens), (2, 200, 20));
+    assert_eq!(store.messages(&c.id).await.unwrap().len(), 3, "two asked, one reply");
+}
