@@ -758,10 +758,8 @@ async fn admin_instance(State(web): State<Web>, request: Request) -> Response {
 
 /// The period a usage page covers: `?days=`, 30 unless it is one of the offered periods.
 fn report_days(query: &PageQuery) -> u32 {
-    match query_value(query, "days").parse() {
-        Ok(days @ (7 | 30 | 90)) => days,
-        _ => 30,
-    }
+    let days = query_value(query, "days").parse().unwrap_or(30);
+    if [7, 30, 90].contains(&days) { days } else { 30 }
 }
 
 async fn settings_account(State(web): State<Web>, request: Request) -> Response {
