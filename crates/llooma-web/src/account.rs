@@ -35,6 +35,7 @@ pub fn SettingsAccount(me: Me) -> impl IntoView {
                 <p class="who-am-i">
                     {format!("Signed in as {} ({}), {role} of this instance.", me.display_name, me.username)}
                 </p>
+                <p><a class="usage-link" href="/settings/usage">"Your usage, spend and limits"</a></p>
                 <h2>"Delete your account"</h2>
                 <section class="card stack delete-account">
                     <p>

@@ -27,7 +27,6 @@ pub fn TopBar(me: Me) -> impl IntoView {
                 <a href="/settings/personas">"Personas"</a>
                 <a href="/settings/prompts">"Prompts"</a>
                 <a href="/settings/bots">"Bots"</a>
-                <a href="/settings/usage">"Usage"</a>
                 {me.admin.then(|| view! { <a href="/admin">"Admin"</a> })}
             </nav>
             <a class="who" href="/settings/account" title="Your account">
