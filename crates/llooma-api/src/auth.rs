@@ -219,6 +219,33 @@ pub async fn set_preferences(
     Ok(axum::Json(llooma_types::PreferencesView { titles_from_model: stored.titles_from_model }))
 }
 
+/// Checks the signed-in account's password given again. A stolen session must not become a way
+/// to guess it without limit: each try counts against the account like a failed sign-in
+/// (cleared when it is right); a wrong one is `Forbidden` with `wrong`.
+async fn confirm_password(
+    state: &AppState,
+    account: &llooma_core::store::Account,
+    given: Secret,
+    wrong: &str,
+) -> Result<(), ApiError> {
+    let throttle = &state.config.throttle;
+    let now = llooma_core::store::now_ms();
+    state.app.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
+    let since = now - millis(throttle.window);
+    if state.app.store.count_login_failures(FailureScope::Account, &account.username, since).await?
+        > throttle.max_failures_per_account
+    {
+        return Err(ApiError::TooManyAttempts {
+            retry_after_secs: throttle.window.as_secs().max(1),
+        });
+    }
+    if !state.passwords.verify(given, Some(account.password_hash.clone())).await? {
+        return Err(ApiError::Forbidden(wrong.to_owned()));
+    }
+    state.app.store.clear_login_failures(FailureScope::Account, &account.username).await?;
+    Ok(())
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AccountDeleteRequest {
@@ -234,21 +261,13 @@ pub async fn delete_me(
     ApiJson(body): ApiJson<AccountDeleteRequest>,
 ) -> Result<Response, ApiError> {
     let account = signed_in.account;
-    let throttle = &state.config.throttle;
-    let now = llooma_core::store::now_ms();
-    state.app.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
-    let since = now - millis(throttle.window);
-    if state.app.store.count_login_failures(FailureScope::Account, &account.username, since).await?
-        > throttle.max_failures_per_account
-    {
-        return Err(ApiError::TooManyAttempts {
-            retry_after_secs: throttle.window.as_secs().max(1),
-        });
-    }
-    if !state.passwords.verify(body.password, Some(account.password_hash.clone())).await? {
-        return Err(ApiError::Forbidden("The password is wrong; nothing was deleted.".into()));
-    }
-    state.app.store.clear_login_failures(FailureScope::Account, &account.username).await?;
+    confirm_password(
+        &state,
+        &account,
+        body.password,
+        "The password is wrong; nothing was deleted.",
+    )
+    .await?;
     state.app.delete_account(&account.id).await?;
     state.live_sessions.end_account(&account.id);
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -266,23 +285,8 @@ pub async fn change_password(
 ) -> Result<Response, ApiError> {
     validate_password(&body.new_password)?;
     let account = signed_in.account;
-    // A stolen session must not become a way to guess the password without limit: wrong
-    // current passwords count against the account like failed sign-ins.
-    let throttle = &state.config.throttle;
-    let now = llooma_core::store::now_ms();
-    state.app.store.record_login_failure(FailureScope::Account, &account.username, now).await?;
-    let since = now - millis(throttle.window);
-    if state.app.store.count_login_failures(FailureScope::Account, &account.username, since).await?
-        > throttle.max_failures_per_account
-    {
-        return Err(ApiError::TooManyAttempts {
-            retry_after_secs: throttle.window.as_secs().max(1),
-        });
-    }
-    if !state.passwords.verify(body.current_password, Some(account.password_hash.clone())).await? {
-        return Err(ApiError::Forbidden("The current password is wrong.".into()));
-    }
-    state.app.store.clear_login_failures(FailureScope::Account, &account.username).await?;
+    confirm_password(&state, &account, body.current_password, "The current password is wrong.")
+        .await?;
     let hash = state.passwords.hash(body.new_password).await?;
     state.app.store.change_password(&account.id, &hash).await?;
     state.live_sessions.end_account(&account.id);
