@@ -42,6 +42,7 @@ mod m0024_server_questions;
 mod m0025_mcp_views;
 mod m0026_usage;
 mod m0027_title_search;
+mod m0028_context_windows;
 
 /// The list of migrations, oldest first.
 #[derive(Debug)]
@@ -77,6 +78,7 @@ impl MigratorTrait for Migrator {
             Box::new(m0025_mcp_views::Migration),
             Box::new(m0026_usage::Migration),
             Box::new(m0027_title_search::Migration),
+            Box::new(m0028_context_windows::Migration),
         ]
     }
 }

@@ -27,6 +27,24 @@ fn settings_view(settings: InstanceSettings) -> InstanceSettingsView {
         default_provider_id: settings.default_model.as_ref().map(|(p, _)| p.clone()),
         default_model: settings.default_model.map(|(_, m)| m),
         currency: settings.currency,
+        context_tokens: settings.context_tokens,
+    }
+}
+
+/// A context window an administrator wrote, in tokens, within the bounds a model may have.
+fn window_tokens(tokens: Option<u32>) -> Result<Option<u32>, ApiError> {
+    use llooma_core::context_window::{MAX_WINDOW_TOKENS, MIN_WINDOW_TOKENS};
+    match tokens {
+        Some(n) if !(MIN_WINDOW_TOKENS..=MAX_WINDOW_TOKENS).contains(&n) => {
+            Err(ApiError::bad_request(
+                "invalid_context_window",
+                format!(
+                    "A context window has {MIN_WINDOW_TOKENS} to {MAX_WINDOW_TOKENS} tokens; \
+                     write the number the model's documentation gives (e.g. 8192 or 131072)."
+                ),
+            ))
+        }
+        other => Ok(other),
     }
 }
 
@@ -114,6 +132,7 @@ pub async fn patch_settings(
         default_model: default_model(&state, &patch).await?,
         currency: currency(patch.currency.as_deref())?,
         default_limits: None,
+        context_tokens: window_tokens(patch.context_tokens)?,
     };
     let settings = state.app.store.change_instance_settings(change).await?;
     tracing::info!(
@@ -143,6 +162,7 @@ fn provider_view(provider: &Provider) -> ProviderView {
         has_key: provider.api_key_ciphertext.is_some(),
         declared_models: provider.declared_models.clone(),
         vision_models: provider.vision_models.clone(),
+        context_windows: provider.context_windows.clone(),
         local_network: provider.local_network,
         created_at: llooma_core::store::ms_to_rfc3339(provider.created_at_ms),
     }
@@ -218,6 +238,32 @@ pub async fn set_provider_vision_models(
 ) -> Result<Json<ProviderView>, ApiError> {
     let models = clean_models(body.models)?;
     state.app.store.set_provider_vision_models(&id, &models).await?;
+    let provider = state.app.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
+    Ok(Json(provider_view(&provider)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextWindowsRequest {
+    /// Model name → its context window in tokens; the models not named have none written.
+    windows: std::collections::BTreeMap<String, u32>,
+}
+
+/// `PUT /api/v1/admin/providers/{id}/context-windows`: the context windows of the provider's
+/// models, as the administrator knows them (they come before what the provider says).
+pub async fn set_provider_context_windows(
+    State(state): State<AppState>,
+    _admin: Admin,
+    Path(id): Path<String>,
+    ApiJson(body): ApiJson<ContextWindowsRequest>,
+) -> Result<Json<ProviderView>, ApiError> {
+    // The names as models are declared (trimmed, 1 to 200 bytes, at most so many).
+    clean_models(body.windows.keys().cloned().collect())?;
+    let mut windows = std::collections::BTreeMap::new();
+    for (model, tokens) in body.windows {
+        windows.insert(model.trim().to_owned(), window_tokens(Some(tokens))?.unwrap_or(tokens));
+    }
+    state.app.store.set_provider_context_windows(&id, &windows).await?;
     let provider = state.app.store.provider(&id).await?.ok_or(ApiError::NotFound)?;
     Ok(Json(provider_view(&provider)))
 }

@@ -140,6 +140,7 @@ pub fn router(state: AppState) -> Router {
         .route("/admin/providers/{id}/key", put(admin::set_provider_key))
         .route("/admin/providers/{id}/models", put(admin::set_provider_models))
         .route("/admin/providers/{id}/vision-models", put(admin::set_provider_vision_models))
+        .route("/admin/providers/{id}/context-windows", put(admin::set_provider_context_windows))
         .route("/models", get(conversations::models))
         .route("/mcp/servers", get(mcp::list_servers).post(mcp::add_server))
         .route("/mcp/servers/test", post(mcp::test_server))

@@ -55,7 +55,7 @@ pub struct App {
     /// Where uploads wait for their turn: memory up to a bound, then disk.
     pub(crate) upload_room: crate::uploads::UploadRoom,
     /// What local providers said about their models seeing images.
-    pub(crate) reported_vision: crate::providers::ReportedVision,
+    pub(crate) reported_models: crate::providers::ReportedModels,
     /// Turns true when the server is shutting down: streams and background tasks end.
     pub stopping: watch::Receiver<bool>,
 }
@@ -99,7 +99,7 @@ impl App {
             icons: crate::icon_cache::IconCache::default(),
             freshness: crate::tool_freshness::Freshness::new(parts.tool_list_min_fresh),
             speech: SpeechState::new(parts.speech_limits),
-            reported_vision: crate::providers::ReportedVision::default(),
+            reported_models: crate::providers::ReportedModels::default(),
             file_work: Arc::new(tokio::sync::Semaphore::new(1)),
             upload_room: crate::uploads::UploadRoom::new(parts.upload_spill_dir),
             turns: Turns::new(parts.replica_id),

@@ -13,6 +13,7 @@ use llooma_vault::Secret;
 
 use crate::files::{MAX_FILES_PER_MESSAGE, by_turn, file_view, message_with_files};
 use crate::history_cache::KeepHistory;
+use crate::long_conversations::Window;
 use crate::setup::{AppTools, McpUse, TurnPlan};
 use crate::turns::LogSink;
 use crate::{App, AppError, Attachment, AttachmentKind, Speaker, TurnEnd, TurnRequest, TurnSink};
@@ -377,6 +378,12 @@ impl App {
                 }
             }
         }
+        let summary = self.store.newest_summary(id).await?.map(|s| llooma_types::SummaryView {
+            through_message_id: s.through_message_id,
+            covered_messages: u64::try_from(s.covered_messages).unwrap_or(0),
+            content: s.content,
+            created_at: llooma_store::ms_to_rfc3339(s.created_at_ms),
+        });
         Ok(ConversationDetail {
             conversation: conversation_view(&conversation),
             messages,
@@ -384,6 +391,7 @@ impl App {
             events_after,
             replies,
             pending_files,
+            summary,
         })
     }
 
@@ -461,6 +469,7 @@ impl App {
             account_limits,
             tool_wordings,
             history: read,
+            summary,
             history_version,
         } = context;
         let limits = account_limits.unwrap_or(instance.default_limits);
@@ -493,8 +502,17 @@ impl App {
                 ),
             ));
         }
-        let earlier =
-            earlier_messages(read, held, message.replaces.as_deref(), &earlier_files, sees_images)?;
+        let through = summary.as_ref().map(|(through, _)| through.as_str());
+        let (earlier, summarized) = earlier_messages(
+            read,
+            held,
+            message.replaces.as_deref(),
+            through,
+            &earlier_files,
+            sees_images,
+        )?;
+        // The summary sent in place of the oldest messages, if they are left out.
+        let summary = summary.filter(|_| summarized).map(|(_, text)| text);
         let first_message = earlier.is_empty();
         // What the model reads of the person's message: the text, then each document's text
         // wrapped; its images beside it.
@@ -507,18 +525,24 @@ impl App {
             None if earlier_files.is_empty() && files.is_empty() => {
                 let mut messages = earlier.clone();
                 messages.push(&Message::user(content));
-                Some(KeepHistory { version: history_version, messages })
+                Some(KeepHistory { version: history_version, messages, summarized: false })
             }
             _ => {
                 self.turns.histories.forget(conversation_id);
                 None
             }
         };
-        let system_prompt = crate::system_prompt(
+        let prompt = crate::system_prompt(
             instance.system_prompt.as_deref(),
             model_prompt.as_deref(),
             persona.as_ref().map(|p| p.prompt.as_str()),
         );
+        let system_prompt = match &summary {
+            Some(summary) => crate::long_conversations::with_summary(&prompt, summary),
+            None => prompt.clone(),
+        };
+        let window =
+            Window { default_tokens: instance.context_tokens, prompt, summary: summary.clone() };
         // Refused here, before anything is written or sent, when a limit does not allow it.
         let asking = (earlier.bytes() + person.len() + system_prompt.len()).div_ceil(4);
         self.admit_turn(account_id, &limits, &instance.currency, asking as u64).await?;
@@ -592,7 +616,7 @@ impl App {
         tokio::spawn(Box::pin(async move {
             let reply = app
                 .clone()
-                .run_conversation_turn(plan, started, chosen, sink, (running, stop), keep)
+                .run_conversation_turn(plan, started, chosen, sink, (running, stop), (keep, window))
                 .await;
             if let (Some(naming), Some(reply)) = (naming, reply) {
                 app.name_by_model(&conversation.id, naming, &reply).await;
@@ -735,7 +759,7 @@ impl App {
         chosen: Vec<Chosen>,
         sink: LogSink,
         (running, stop): (crate::turns::RunningTurn, tokio::sync::watch::Receiver<bool>),
-        keep: Option<KeepHistory>,
+        (mut keep, window): (Option<KeepHistory>, Window),
     ) -> Option<String> {
         let turn_id = plan.turn_id.clone();
         let conversation_id = plan.conversation_id.clone();
@@ -754,9 +778,15 @@ impl App {
         let meter = crate::usage::Meter::default();
         let (account_id, provider_id, model) =
             (plan.account_id.clone(), plan.provider_id.clone(), plan.request.model.clone());
-        let end = self.run_plan(plan, &sink, stop, &meter).await;
+        let end = match self.fit_window(&mut plan, window, &sink, &stop, &meter, &mut keep).await {
+            Ok(tokens) => (self.run_plan(plan, &sink, stop, &meter).await, Some(tokens)),
+            Err(error) => (TurnEnd::Failed { text: String::new(), error }, None),
+        };
+        let (end, window) = end;
         // However the turn ended, what reached the provider was used: counted with its end.
-        let used = crate::usage::usage_row(&account_id, &provider_id, &model, meter.take());
+        let tally = meter.take();
+        let context = window.and_then(|w| crate::long_conversations::fill(&tally, w));
+        let used = crate::usage::usage_row(&account_id, &provider_id, &model, tally);
         let text = end.text();
         let error = match &end {
             TurnEnd::Failed { error, .. } => Some(error.to_string()),
@@ -768,7 +798,8 @@ impl App {
         }
         running.unregister();
         // The reply (what arrived of it) is stored with `end`, in one write.
-        match sink.close(text, end.state(), error.as_deref(), used.as_ref()).await {
+        let ended = llooma_types::TurnEnded { state: end.state(), context };
+        match sink.close(text, ended, error.as_deref(), used.as_ref()).await {
             Ok(()) => {
                 if let Some(keep) = keep {
                     keep.after_turn(&self.turns.histories, &conversation_id, text);
@@ -919,13 +950,18 @@ fn checked_message(
 /// The messages before the person's new one, written out for the provider: as kept from the
 /// last turn when they did not change since (`held`), or as `read`; cut before the message a
 /// new one `replaces`, since the model reads the conversation as it was before it.
+///
+/// A summary (`through`: the last message it covers) stands for the messages it covers, which
+/// are left out, unless the message replaced is among them (the edit removes the summary with
+/// them). Gives the messages and whether the summary stands for the oldest.
 fn earlier_messages(
     read: Option<Vec<llooma_store::HistoryMessage>>,
     held: Option<crate::history_cache::HeldHistory>,
     replaces: Option<&str>,
+    through: Option<&str>,
     files: &HashMap<String, Vec<llooma_store::SentFile>>,
     sees_images: bool,
-) -> Result<EncodedMessages, AppError> {
+) -> Result<(EncodedMessages, bool), AppError> {
     match (read, held) {
         (Some(mut stored), _) => {
             if let Some(turn) = replaces {
@@ -940,6 +976,11 @@ fn earlier_messages(
                     })?;
                 stored.truncate(at);
             }
+            // Found only while still before the message replaced.
+            let covered = through.and_then(|id| stored.iter().position(|m| m.id == id));
+            if let Some(at) = covered {
+                stored.drain(..=at);
+            }
             let messages: Vec<Message> = stored
                 .into_iter()
                 .map(|m| match (m.role, m.turn_id.as_ref().and_then(|t| files.get(t))) {
@@ -951,9 +992,11 @@ fn earlier_messages(
                     (_, None) => Message::user(m.content),
                 })
                 .collect();
-            Ok(EncodedMessages::encode(&messages))
+            Ok((EncodedMessages::encode(&messages), covered.is_some()))
         }
-        (None, Some(held)) => Ok(held.messages),
+        // Kept by a turn that left out what the newest summary covers (a summary written since
+        // moved the version: the messages would have been read).
+        (None, Some(held)) => Ok((held.messages, through.is_some())),
         (None, None) => {
             Err(AppError::Internal("the conversation's messages were neither read nor held".into()))
         }

@@ -37,6 +37,14 @@ pub enum TurnError {
     /// be decrypted, the outbound client).
     #[error("{0}")]
     Setup(String),
+    /// The person's message and the instructions alone leave no room in the model's context
+    /// window (no summary of earlier messages can make room).
+    #[error(
+        "this message and the instructions fill about {used} tokens of the model's \
+         {window}-token context window: shorten the message, or choose a model with a larger \
+         window (an administrator sets each model's window under Admin → Providers)"
+    )]
+    TooLong { used: u64, window: u32 },
 }
 
 /// Why an application operation was not done. The API maps each to one status code; the

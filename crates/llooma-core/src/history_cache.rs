@@ -126,13 +126,17 @@ pub(crate) struct KeepHistory {
     /// The version they were read (or held) at, before the turn wrote the person's message.
     pub(crate) version: i64,
     pub(crate) messages: EncodedMessages,
+    /// The turn stored a summary of the oldest of them (and dropped those): that moved the
+    /// version by one too (m0028).
+    pub(crate) summarized: bool,
 }
 
 impl KeepHistory {
     /// Keeps the messages with `reply`, once the turn stored it: the person's message moved
-    /// the version by one, the reply by one more unless it is empty (it is not stored then).
+    /// the version by one, a summary by one, the reply by one more unless it is empty (it is
+    /// not stored then).
     pub(crate) fn after_turn(mut self, cache: &HistoryCache, conversation_id: &str, reply: &str) {
-        let mut version = self.version + 1;
+        let mut version = self.version + 1 + i64::from(self.summarized);
         if !reply.is_empty() {
             self.messages.push(&Message::assistant(reply));
             version += 1;

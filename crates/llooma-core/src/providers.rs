@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use llooma_net::{Decision, Origin, OutboundPolicy, Purpose, Refusal, Url};
-use llooma_providers::{ProviderClient, ProviderConfig};
+use llooma_providers::{ModelReport, ProviderClient, ProviderConfig};
 use llooma_store::Provider;
 use llooma_types::{ModelChoice, ProviderModels};
 use llooma_vault::SecretContext;
@@ -218,57 +218,97 @@ impl App {
 
 /// At most this many of a provider's models are asked about when its list is shown.
 const MAX_MODELS_ASKED: usize = 64;
-/// How long a server's word on a model's capabilities is kept.
+/// How long a server's word on a model is kept.
 const REPORT_KEPT: Duration = Duration::from_secs(600);
 /// How long a server may take to say what a model can do.
 const REPORT_WAIT: Duration = Duration::from_secs(5);
 
-/// What providers on this machine or network said about their models seeing images (Ollama's
-/// `capabilities`), by provider and model, with when they said it.
+/// What providers on this machine or network said about their models (Ollama's
+/// `capabilities` and context window), by provider and model, with when they said it.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct ReportedVision(Arc<Mutex<HashMap<ModelKey, (Instant, bool)>>>);
+pub(crate) struct ReportedModels(Arc<Mutex<HashMap<ModelKey, (Instant, ModelReport)>>>);
 
 /// A provider's id and one of its models.
 type ModelKey = (String, String);
 
-impl ReportedVision {
-    fn get(&self, provider_id: &str, model: &str) -> Option<bool> {
+impl ReportedModels {
+    fn get(&self, provider_id: &str, model: &str) -> Option<ModelReport> {
         let kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (provider_id.to_owned(), model.to_owned());
-        kept.get(&key).filter(|(at, _)| at.elapsed() < REPORT_KEPT).map(|(_, sees)| *sees)
+        kept.get(&key).filter(|(at, _)| at.elapsed() < REPORT_KEPT).map(|(_, said)| *said)
     }
 
-    fn keep(&self, provider_id: &str, model: &str, sees: bool) {
+    fn keep(&self, provider_id: &str, model: &str, said: ModelReport) {
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         kept.retain(|_, (at, _)| at.elapsed() < REPORT_KEPT);
-        kept.insert((provider_id.to_owned(), model.to_owned()), (Instant::now(), sees));
+        kept.insert((provider_id.to_owned(), model.to_owned()), (Instant::now(), said));
     }
 }
 
+/// Where a model's context window was learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowSource {
+    /// Written by an administrator for this model.
+    Administrator,
+    /// Said by the model's server.
+    Provider,
+    /// The instance's default.
+    Default,
+}
+
 impl App {
+    /// What a provider on this machine or network says of `model` (asked once, kept ten
+    /// minutes); nothing for another provider, or one that does not say or cannot be asked.
+    async fn reported_model(&self, provider: &Provider, model: &str) -> ModelReport {
+        if !provider.local_network {
+            return ModelReport::default();
+        }
+        if let Some(said) = self.reported_models.get(&provider.id, model) {
+            return said;
+        }
+        let Ok(client) = self.provider_client(&provider.id).await else {
+            return ModelReport::default();
+        };
+        let said = match client.reported_model(model, REPORT_WAIT).await {
+            Ok(said) => said,
+            Err(error) => {
+                tracing::debug!(provider = %provider.id, %error, "asking about a model failed");
+                ModelReport::default()
+            }
+        };
+        self.reported_models.keep(&provider.id, model, said);
+        said
+    }
+
     /// Whether `model` of `provider` sees images: marked so by an administrator, or, for a
-    /// provider on this machine or network, said so by its server (Ollama's `capabilities`;
-    /// asked once, kept ten minutes). A server that does not say, or cannot be asked, is "no".
+    /// provider on this machine or network, said so by its server (Ollama's `capabilities`).
+    /// A server that does not say, or cannot be asked, is "no".
     pub(crate) async fn sees_images(&self, provider: &Provider, model: &str) -> bool {
         if provider.vision_models.iter().any(|m| m == model) {
             return true;
         }
-        if !provider.local_network {
-            return false;
+        self.reported_model(provider, model).await.vision.unwrap_or(false)
+    }
+
+    /// `model`'s context window in tokens, and where it was learned: as an administrator wrote
+    /// it for the model, else as a provider on this machine or network says, else the
+    /// instance's `default`.
+    pub(crate) async fn context_window(
+        &self,
+        provider: Option<&Provider>,
+        model: &str,
+        default: u32,
+    ) -> (u32, WindowSource) {
+        let Some(provider) = provider else { return (default, WindowSource::Default) };
+        if let Some(&tokens) = provider.context_windows.get(model) {
+            return (tokens, WindowSource::Administrator);
         }
-        if let Some(sees) = self.reported_vision.get(&provider.id, model) {
-            return sees;
-        }
-        let Ok(client) = self.provider_client(&provider.id).await else { return false };
-        let sees = match client.reported_vision(model, REPORT_WAIT).await {
-            Ok(said) => said.unwrap_or(false),
-            Err(error) => {
-                tracing::debug!(provider = %provider.id, %error, "asking a model's capabilities failed");
-                false
+        match self.reported_model(provider, model).await.context_tokens {
+            Some(tokens) => {
+                (tokens.max(crate::context_window::MIN_WINDOW_TOKENS), WindowSource::Provider)
             }
-        };
-        self.reported_vision.keep(&provider.id, model, sees);
-        sees
+            None => (default, WindowSource::Default),
+        }
     }
 }
 
@@ -306,6 +346,7 @@ mod tests {
             declared_models: Vec::new(),
             local_network: false,
             vision_models: Vec::new(),
+            context_windows: Default::default(),
             created_at_ms: 0,
         }
     }

@@ -225,7 +225,7 @@ impl LogSink {
     pub(crate) async fn close(
         &self,
         reply: &str,
-        state: EndState,
+        ended: llooma_types::TurnEnded,
         error: Option<&str>,
         used: Option<&llooma_store::UsageRow>,
     ) -> Result<(), SinkError> {
@@ -233,7 +233,7 @@ impl LogSink {
         let (conversation_id, turn_id) = (&self.conversation_id, &self.turn_id);
         let closed = self
             .store
-            .close_turn_counted(conversation_id, turn_id, &held, reply, state, error, used)
+            .close_turn_counted(conversation_id, turn_id, &held, reply, ended, error, used)
             .await
             .map_err(|e| SinkError(e.to_string()))?;
         for (seq, event) in closed.before_seqs.into_iter().zip(held) {

@@ -41,11 +41,19 @@ pub struct Tally {
     pub input_tokens: u64,
     pub cached_input_tokens: u64,
     pub output_tokens: u64,
+    /// The last request's input and output: what the conversation fills of the model's
+    /// context window now.
+    pub last_input_tokens: u64,
+    pub last_output_tokens: u64,
+    pub last_estimated: bool,
 }
 
 impl Tally {
     pub fn add(&mut self, metered: Metered) {
         let usage = metered.usage;
+        self.last_input_tokens = usage.prompt_tokens;
+        self.last_output_tokens = usage.completion_tokens;
+        self.last_estimated = metered.estimated;
         self.requests += 1;
         self.estimated_requests += u64::from(metered.estimated);
         self.input_tokens += usage.prompt_tokens;
@@ -517,7 +525,10 @@ mod tests {
                 estimated_requests: 1,
                 input_tokens: 108,
                 cached_input_tokens: 63,
-                output_tokens: 12
+                output_tokens: 12,
+                last_input_tokens: 3,
+                last_output_tokens: 0,
+                last_estimated: false,
             }
         );
     }

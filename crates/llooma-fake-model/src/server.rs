@@ -103,6 +103,8 @@ pub struct FakeModelBuilder {
     audio: Audio,
     transcript: String,
     capabilities: Option<Vec<String>>,
+    context_length: Option<u64>,
+    standing: Vec<(String, Reply)>,
 }
 
 impl FakeModelBuilder {
@@ -163,6 +165,21 @@ impl FakeModelBuilder {
         self
     }
 
+    /// Answers Ollama's `POST /api/show` with this context length in `model_info` (as
+    /// `fake.context_length`), beside the capabilities.
+    pub fn ollama_context_length(mut self, tokens: u64) -> Self {
+        self.context_length = Some(tokens);
+        self.capabilities.get_or_insert_with(Vec::new);
+        self
+    }
+
+    /// Answers every chat request whose body contains `marker` with `reply`, without taking
+    /// from the queue: for requests a test cannot place in the queue's order.
+    pub fn standing(mut self, marker: impl Into<String>, reply: Reply) -> Self {
+        self.standing.push((marker.into(), reply));
+        self
+    }
+
     /// Writes one line per request to stderr (for the binary).
     pub fn log_requests(mut self, enabled: bool) -> Self {
         self.log_requests = enabled;
@@ -194,6 +211,8 @@ impl FakeModelBuilder {
             audio: Mutex::new(self.audio),
             transcript: self.transcript,
             capabilities: self.capabilities,
+            context_length: self.context_length,
+            standing: self.standing,
             recordings: Mutex::new(Vec::new()),
             log_requests: self.log_requests,
             serial: AtomicU64::new(0),
@@ -246,6 +265,10 @@ struct Shared {
     transcript: String,
     /// The models that see images, for `/api/show`; `None`: not Ollama.
     capabilities: Option<Vec<String>>,
+    /// The context length `/api/show` reports, if any.
+    context_length: Option<u64>,
+    /// Replies given to every request containing their marker.
+    standing: Vec<(String, Reply)>,
     recordings: Mutex<Vec<ReceivedRecording>>,
     log_requests: bool,
     serial: AtomicU64,
@@ -271,6 +294,8 @@ impl FakeModel {
             audio: Audio::Answer,
             transcript: "Hello from the fake model.".to_owned(),
             capabilities: None,
+            context_length: None,
+            standing: Vec::new(),
         }
     }
 
@@ -399,7 +424,12 @@ async fn chat(State(shared): State<Arc<Shared>>, request: Request) -> Response {
             &wire::error_body("request body is not JSON", "invalid_request_error"),
         );
     };
-    let next = lock(&shared.queue).pop_front();
+    let text = String::from_utf8_lossy(&body);
+    let standing = shared.standing.iter().find(|(marker, _)| text.contains(marker.as_str()));
+    let next = match standing {
+        Some((_, reply)) => Some(reply.clone()),
+        None => lock(&shared.queue).pop_front(),
+    };
     let reply = match (next, shared.fallback) {
         (Some(reply), _) => reply,
         (None, Fallback::Echo { chunk_delay_ms }) => Reply::Echo { chunk_delay_ms },
@@ -550,10 +580,13 @@ async fn show(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     if vision.iter().any(|m| m == model) {
         capabilities.push("vision");
     }
-    json_response(
-        StatusCode::OK,
-        &json!({"modelfile": "", "details": {"family": "fake"}, "capabilities": capabilities}),
-    )
+    let mut shown =
+        json!({"modelfile": "", "details": {"family": "fake"}, "capabilities": capabilities});
+    if let Some(tokens) = shared.context_length {
+        shown["model_info"] =
+            json!({"general.architecture": "fake", "fake.context_length": tokens});
+    }
+    json_response(StatusCode::OK, &shown)
 }
 
 /// Waits as [`Audio::Slow`] says, and answers for the other failures; `None`: answer.

@@ -29,6 +29,7 @@ mod sse;
 mod types;
 mod wire;
 
+pub use capabilities::ModelReport;
 pub use client::{ChatStream, ProviderClient};
 pub use config::{DEFAULT_MAX_STREAM_BYTES, OPENAI_MAX_TOOLS, ProviderConfig};
 pub use error::ProviderError;

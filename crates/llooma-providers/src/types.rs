@@ -149,6 +149,19 @@ impl EncodedMessages {
         self.bytes
     }
 
+    /// Each message's bytes as sent, in order.
+    pub fn sizes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.each.iter().map(|one| one.get().len())
+    }
+
+    /// Drops the first `n` messages (or all there are): a summary stands for them now.
+    pub fn drop_first(&mut self, n: usize) {
+        let n = n.min(self.each.len());
+        for gone in self.each.drain(..n) {
+            self.bytes -= gone.get().len();
+        }
+    }
+
     /// Each message as sent, in order.
     pub(crate) fn each(&self) -> impl Iterator<Item = &RawValue> {
         self.each.iter().map(|one| &**one)

@@ -46,6 +46,7 @@ pub mod instance_settings {
         pub limit_spend_micros_per_day: Option<i64>,
         pub limit_spend_micros_per_month: Option<i64>,
         pub limit_turns_per_minute: Option<i64>,
+        pub context_tokens: i64,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
@@ -148,6 +149,7 @@ pub mod providers {
         pub models_json: Option<String>,
         pub local_network: bool,
         pub vision_models_json: Option<String>,
+        pub context_windows_json: Option<String>,
     }
 
     #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

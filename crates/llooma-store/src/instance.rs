@@ -33,6 +33,8 @@ pub struct InstanceSettings {
     pub currency: String,
     /// The limits of every account that has none of its own.
     pub default_limits: UsageLimits,
+    /// The context window, in tokens, of a model nobody gave one for (m0028).
+    pub context_tokens: u32,
 }
 
 /// A change to the instance settings; absent fields stay. `Some(None)` clears a text.
@@ -45,6 +47,7 @@ pub struct InstanceSettingsChange {
     pub default_model: Option<Option<(String, String)>>,
     pub currency: Option<String>,
     pub default_limits: Option<UsageLimits>,
+    pub context_tokens: Option<u32>,
 }
 
 /// What an administrator chose for speech; each `None` is left to detection (the first provider
@@ -135,6 +138,7 @@ impl Store {
                 spend_micros_per_month: row.limit_spend_micros_per_month,
                 turns_per_minute: row.limit_turns_per_minute,
             },
+            context_tokens: u32::try_from(row.context_tokens).unwrap_or(u32::MAX),
         })
     }
 
@@ -165,6 +169,7 @@ impl Store {
             default_model,
             currency,
             default_limits,
+            context_tokens,
         } = change;
         let mut row = instance_settings::ActiveModel {
             id: Set(ROW),
@@ -197,6 +202,9 @@ impl Store {
             row.limit_spend_micros_per_day = Set(limits.spend_micros_per_day);
             row.limit_spend_micros_per_month = Set(limits.spend_micros_per_month);
             row.limit_turns_per_minute = Set(limits.turns_per_minute);
+        }
+        if let Some(tokens) = context_tokens {
+            row.context_tokens = Set(i64::from(tokens));
         }
         row.update(&self.db).await?;
         self.instance_settings().await

@@ -1,6 +1,8 @@
 //! Model providers, configured by administrators. The API key is stored as a vault ciphertext
 //! made by the caller; this module never sees a plaintext key.
 
+use std::collections::BTreeMap;
+
 use sea_orm::sea_query::Expr;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 
@@ -22,6 +24,8 @@ pub struct Provider {
     /// Models the administrator marked as seeing images: only these are sent the images of a
     /// conversation.
     pub vision_models: Vec<String>,
+    /// Context windows, in tokens, the administrator wrote for some of its models (m0028).
+    pub context_windows: BTreeMap<String, u32>,
     pub created_at_ms: i64,
 }
 
@@ -71,6 +75,11 @@ pub(crate) fn from_model(model: providers::Model) -> Provider {
             .as_deref()
             .and_then(|json| serde_json::from_str(json).ok())
             .unwrap_or_default(),
+        context_windows: model
+            .context_windows_json
+            .as_deref()
+            .and_then(|json| serde_json::from_str(json).ok())
+            .unwrap_or_default(),
         created_at_ms: model.created_at_ms,
     }
 }
@@ -88,6 +97,7 @@ impl Store {
             models_json: Set(None),
             local_network: Set(new.local_network),
             vision_models_json: Set(None),
+            context_windows_json: Set(None),
         };
         match model.insert(&self.db).await {
             Ok(model) => Ok(from_model(model)),
@@ -140,6 +150,23 @@ impl Store {
             .map_err(|e| StoreError::Corrupt(format!("model names as JSON: {e}")))?;
         let result = providers::Entity::update_many()
             .col_expr(providers::Column::VisionModelsJson, Expr::value(json))
+            .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
+            .filter(providers::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    /// Replaces the context windows the administrator wrote for the provider's models.
+    pub async fn set_provider_context_windows(
+        &self,
+        id: &str,
+        windows: &BTreeMap<String, u32>,
+    ) -> StoreResult<()> {
+        let json = serde_json::to_string(windows)
+            .map_err(|e| StoreError::Corrupt(format!("context windows as JSON: {e}")))?;
+        let result = providers::Entity::update_many()
+            .col_expr(providers::Column::ContextWindowsJson, Expr::value(json))
             .col_expr(providers::Column::UpdatedAtMs, Expr::value(now_ms()))
             .filter(providers::Column::Id.eq(id))
             .exec(&self.db)

@@ -43,6 +43,8 @@ pub struct TurnContext {
     /// The conversation's messages, oldest first; `None` when they are still those of the
     /// version the caller named (they were not read).
     pub history: Option<Vec<HistoryMessage>>,
+    /// The conversation's newest summary (m0028): the message it ends at, and its text.
+    pub summary: Option<(String, String)>,
     /// How many times the conversation's messages have changed (m0019): the same number, the
     /// same messages.
     pub history_version: i64,
@@ -51,6 +53,7 @@ pub struct TurnContext {
 /// A stored message of a conversation, as a turn reads it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryMessage {
+    pub id: String,
     /// `user` or `assistant` (not a string of its own per message: a turn reads them all).
     pub role: &'static str,
     pub content: String,
@@ -69,7 +72,7 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     i.limit_tokens_per_month AS i_tokens_per_month, \
     i.limit_spend_micros_per_day AS i_spend_micros_per_day, \
     i.limit_spend_micros_per_month AS i_spend_micros_per_month, \
-    i.limit_turns_per_minute AS i_turns_per_minute, \
+    i.limit_turns_per_minute AS i_turns_per_minute, i.context_tokens AS i_context_tokens, \
     al.account_id AS al_account_id, al.tokens_per_day AS al_tokens_per_day, \
     al.tokens_per_month AS al_tokens_per_month, \
     al.spend_micros_per_day AS al_spend_micros_per_day, \
@@ -86,7 +89,12 @@ const SQL: &str = "SELECT c.id, c.account_id, c.title, c.provider_id, c.model, c
     pr.api_key_ciphertext AS pr_api_key_ciphertext, pr.created_at_ms AS pr_created_at_ms, \
     pr.updated_at_ms AS pr_updated_at_ms, pr.models_json AS pr_models_json, \
     pr.local_network AS pr_local_network, pr.vision_models_json AS pr_vision_models_json, \
-    {wordings} AS wordings, {history} AS history \
+    pr.context_windows_json AS pr_context_windows_json, \
+    {wordings} AS wordings, {history} AS history, \
+    (SELECT s.through_message_id FROM conversation_summaries s WHERE s.conversation_id = c.id \
+    ORDER BY s.created_at_ms DESC, s.id DESC LIMIT 1) AS s_through, \
+    (SELECT s.content FROM conversation_summaries s WHERE s.conversation_id = c.id \
+    ORDER BY s.created_at_ms DESC, s.id DESC LIMIT 1) AS s_content \
     FROM conversations c \
     LEFT JOIN instance_settings i ON i.id = ? \
     LEFT JOIN account_tool_settings t ON t.account_id = c.account_id \
@@ -104,17 +112,17 @@ const WORDINGS_SQLITE: &str = "(SELECT json_group_array(json_array(w.tool, w.des
 const WORDINGS_POSTGRES: &str = "(SELECT COALESCE(json_agg(json_build_array(w.tool, \
     w.description))::text, '[]') FROM tool_wordings w WHERE w.account_id = c.account_id)";
 
-/// The conversation's messages as one JSON array of `[role, content, turn_id]`, oldest first
+/// The conversation's messages as one JSON array of `[role, content, turn_id, id]`, oldest first
 /// (Postgres: one round trip). On SQLite, whose rows cost nothing to fetch on the inline
 /// connection, they are read as rows ([`HISTORY_ROWS_SQLITE`]): building the JSON and parsing
 /// it again grows with the conversation, on every turn that reads it.
-const HISTORY_ROWS_SQLITE: &str = "SELECT role, content, turn_id FROM messages \
+const HISTORY_ROWS_SQLITE: &str = "SELECT role, content, turn_id, id FROM messages \
     WHERE conversation_id = ? ORDER BY created_at_ms, id";
 /// `NULL` when the conversation is still at the version the caller holds (the first `?`; -1
 /// when it holds none).
 const HISTORY_POSTGRES: &str = "CASE WHEN c.history_version = ? THEN NULL ELSE \
     (SELECT COALESCE(json_agg(json_build_array(m.role, m.content, \
-    m.turn_id) ORDER BY m.created_at_ms, m.id)::text, '[]') FROM messages m \
+    m.turn_id, m.id) ORDER BY m.created_at_ms, m.id)::text, '[]') FROM messages m \
     WHERE m.conversation_id = c.id) END";
 
 /// The query for `backend`: its list expressions, and `?` numbered for Postgres. Built once
@@ -166,6 +174,7 @@ impl Store {
                     context.history = statement
                         .query_map([conversation_id], |row| {
                             Ok(HistoryMessage {
+                                id: row.get(3)?,
                                 role: role(row.get_ref(0)?.as_str()?),
                                 content: row.get(1)?,
                                 turn_id: row.get(2)?,
@@ -234,6 +243,7 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
         default_model: default_provider.zip(default_model),
         currency: row.required_text("i_currency")?,
         default_limits: limits(row, "i_")?,
+        context_tokens: u32::try_from(row.required_int("i_context_tokens")?).unwrap_or(u32::MAX),
     };
     let account_limits = match row.text("al_account_id")? {
         Some(_) => Some(limits(row, "al_")?),
@@ -270,6 +280,7 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
             models_json: row.text("pr_models_json")?,
             local_network: row.required_flag("pr_local_network")?,
             vision_models_json: row.text("pr_vision_models_json")?,
+            context_windows_json: row.text("pr_context_windows_json")?,
         })),
         None => None,
     };
@@ -283,11 +294,12 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
     // them after it, as rows.
     let history = match row.text("history")? {
         Some(json) => {
-            let rows: Vec<(String, String, Option<String>)> =
-                serde_json::from_str(&json).map_err(|e| {
-                    StoreError::Corrupt(format!("a conversation's messages as JSON: {e}"))
-                })?;
-            let history = rows.into_iter().map(|(r, content, turn_id)| HistoryMessage {
+            let rows: Vec<(String, String, Option<String>, String)> = serde_json::from_str(&json)
+                .map_err(|e| {
+                StoreError::Corrupt(format!("a conversation's messages as JSON: {e}"))
+            })?;
+            let history = rows.into_iter().map(|(r, content, turn_id, id)| HistoryMessage {
+                id,
                 role: role(&r),
                 content,
                 turn_id,
@@ -307,6 +319,7 @@ fn read(row: &impl Columns) -> StoreResult<TurnContext> {
         account_limits,
         tool_wordings,
         history,
+        summary: row.text("s_through")?.zip(row.text("s_content")?),
         history_version: row.required_int("history_version")?,
     })
 }

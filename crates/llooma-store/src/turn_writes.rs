@@ -9,7 +9,7 @@
 
 use sea_orm::{ConnectionTrait, DbErr, Statement};
 
-use llooma_types::{EncodedEvent, EndState, TurnEvent, TurnStarted};
+use llooma_types::{EncodedEvent, EndState, TurnEnded, TurnEvent, TurnStarted};
 
 use crate::{Store, StoreError, StoreResult, UsageRow, inline, is_unique_violation, now_ms};
 
@@ -176,7 +176,8 @@ impl Store {
         state: EndState,
         error: Option<&str>,
     ) -> StoreResult<ClosedTurn> {
-        self.close_turn_counted(conversation_id, turn_id, before, reply, state, error, None).await
+        let ended = TurnEnded { state, context: None };
+        self.close_turn_counted(conversation_id, turn_id, before, reply, ended, error, None).await
     }
 
     /// [`Store::close_turn`], adding what the turn's model requests used (`usage`, see
@@ -189,10 +190,11 @@ impl Store {
         turn_id: &str,
         before: &[EncodedEvent],
         reply: &str,
-        state: EndState,
+        ended: TurnEnded,
         error: Option<&str>,
         usage: Option<&UsageRow>,
     ) -> StoreResult<ClosedTurn> {
+        let state = ended.state;
         if let Some(usage) = usage
             && (reply.is_empty() || self.inline.is_none())
         {
@@ -207,7 +209,7 @@ impl Store {
             let (sql, values) = crate::usage::add_usage_statement(usage);
             Statement::from_sql_and_values(sea_orm::DbBackend::Sqlite, sql, values)
         });
-        let end = TurnEvent::end(state).encode();
+        let end = TurnEvent::End(ended).encode();
         if let Some(inline) = &self.inline {
             let (before_seqs, end_seq) = inline
                 .write(|txn| {

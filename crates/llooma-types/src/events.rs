@@ -151,7 +151,7 @@ impl TurnEvent {
     }
 
     pub fn end(state: EndState) -> Self {
-        TurnEvent::End(TurnEnded { state })
+        TurnEvent::End(TurnEnded { state, context: None })
     }
 
     pub fn step(step: Step) -> Self {
@@ -254,6 +254,22 @@ pub struct TurnFailure {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TurnEnded {
     pub state: EndState,
+    /// How full the model's context window was after the turn's last request (absent when no
+    /// request was made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFill>,
+}
+
+/// How much of a model's context window a conversation fills: what its last request sent and
+/// was answered, in tokens, against the window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextFill {
+    pub used_tokens: u64,
+    pub window_tokens: u64,
+    /// The provider reported no usage: `usedTokens` is estimated from the request's size.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 /// How a turn ended.
@@ -553,6 +569,9 @@ pub struct Reply {
     /// Why it failed, in words for the person.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// How full the model's context window was after it, from its `end` event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<ContextFill>,
 }
 
 impl Reply {
@@ -594,11 +613,19 @@ impl Reply {
                 self.parts.push(ReplyPart::Step { step: Box::new(step) });
             }
             TurnEvent::Step(step) => {
-                let waiting = step.call_id.as_ref().and_then(|call| {
-                    self.parts.iter_mut().find(|p| {
+                // A call's step settles its card or running step; a step of the app's own that
+                // was shown running (a summary being written) is settled by the next of its
+                // tool.
+                let waiting = match step.call_id.as_ref() {
+                    Some(call) => self.parts.iter_mut().find(|p| {
                         matches!(p, ReplyPart::Step { step: s } if s.call_id.as_ref() == Some(call))
-                    })
-                });
+                    }),
+                    None => self.parts.iter_mut().rev().find(|p| {
+                        matches!(p, ReplyPart::Step { step: s }
+                            if s.call_id.is_none() && s.tool.is_some() && s.tool == step.tool
+                                && s.state == StepState::Running)
+                    }),
+                };
                 let part = ReplyPart::Step { step: step.clone() };
                 match waiting {
                     Some(waiting) => *waiting = part,
@@ -608,6 +635,7 @@ impl Reply {
             TurnEvent::Error(failure) => self.error = Some(failure.message.clone()),
             TurnEvent::End(ended) => {
                 self.state = Some(ended.state);
+                self.context = ended.context;
                 // A call or card the turn never settled (Stop during the call, a restart) did
                 // not finish: it says so rather than "running" for ever.
                 for part in &mut self.parts {

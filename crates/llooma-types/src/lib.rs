@@ -9,9 +9,9 @@ pub mod question;
 pub mod usage;
 
 pub use events::{
-    ApprovalShown, Attached, CallProgress, ChoicesShown, Delta, EncodedEvent, EndState, Reply,
-    ReplyPart, RequestWeighed, ShownPart, Step, StepState, StepView, TurnEnded, TurnEvent,
-    TurnFailure, TurnStarted, UnknownEvent,
+    ApprovalShown, Attached, CallProgress, ChoicesShown, ContextFill, Delta, EncodedEvent,
+    EndState, Reply, ReplyPart, RequestWeighed, ShownPart, Step, StepState, StepView, TurnEnded,
+    TurnEvent, TurnFailure, TurnStarted, UnknownEvent,
 };
 use serde::{Deserialize, Serialize};
 pub use usage::{
@@ -89,6 +89,9 @@ pub struct InstanceSettingsView {
     /// The currency prices and spend are in (ISO 4217, e.g. `USD`).
     #[serde(default)]
     pub currency: String,
+    /// The context window, in tokens, of a model that has none written or reported.
+    #[serde(default)]
+    pub context_tokens: u32,
 }
 
 /// A change to the instance settings; absent fields stay as they are. For the two texts, an
@@ -105,6 +108,8 @@ pub struct InstanceSettingsPatch {
     pub default_model: Option<String>,
     /// Three capital letters (ISO 4217).
     pub currency: Option<String>,
+    /// 1,024 to 10,000,000.
+    pub context_tokens: Option<u32>,
 }
 
 /// The signed-in account's preferences (`/api/v1/me/preferences`).
@@ -146,6 +151,9 @@ pub struct ProviderView {
     /// Models the administrator marked as seeing images.
     #[serde(default)]
     pub vision_models: Vec<String>,
+    /// Context windows, in tokens, the administrator wrote for some models.
+    #[serde(default)]
+    pub context_windows: std::collections::BTreeMap<String, u32>,
     /// Marked as running on this machine or the local network (docs/network-policy.md).
     #[serde(default)]
     pub local_network: bool,
@@ -648,6 +656,22 @@ pub struct ConversationDetail {
     /// Files uploaded to the conversation and not sent yet (the composer shows them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_files: Vec<FileView>,
+    /// The summary sent to the model in place of the oldest messages, if the conversation
+    /// grew past its model's context window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SummaryView>,
+}
+
+/// A summary of a conversation's oldest messages: the model reads it in their place.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SummaryView {
+    /// The last message it covers: it covers this one and all before it.
+    pub through_message_id: String,
+    /// How many messages it covers.
+    pub covered_messages: u64,
+    pub content: String,
+    pub created_at: String,
 }
 
 /// An MCP call waiting for the person's answer, as `GET /api/v1/approvals` and its event stream

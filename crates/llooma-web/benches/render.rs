@@ -57,6 +57,7 @@ fn page(messages: usize) -> Page {
             events_after: 0,
             replies: Vec::new(),
             pending_files: Vec::new(),
+            summary: None,
         },
         cards: vec![card],
         providers: vec![],

@@ -213,9 +213,28 @@ impl Browser {
 
     /// Looks inside the frame `css` matches: what follows finds, reads and clicks in it, until
     /// [`Browser::leave_frame`].
+    ///
+    /// Waits until the frame shows the document its `src` names: a frame entered while still
+    /// blank may be swapped for another process when its cross-origin document arrives, and
+    /// the driver would go on reading the blank one. So it enters again until it is there.
     pub async fn enter_frame(&self, css: &str) {
-        let id = self.find(css).await;
-        self.must("POST", "/frame", Some(json!({"id": {ELEMENT: id}}))).await;
+        let deadline = Instant::now() + WAIT;
+        let loaded = "return location.href !== 'about:blank' && document.readyState === 'complete'";
+        loop {
+            let id = self.find(&format!("{css}[src]")).await;
+            self.must("POST", "/frame", Some(json!({"id": {ELEMENT: id}}))).await;
+            for _ in 0..20 {
+                let body = json!({"script": loaded, "args": []});
+                if let Ok(Value::Bool(true)) =
+                    self.command("POST", "/execute/sync", Some(body)).await
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            self.must("POST", "/frame", Some(json!({"id": null}))).await;
+            assert!(Instant::now() < deadline, "the frame `{css}` never loaded its document");
+        }
     }
 
     /// Back to the page from a frame.

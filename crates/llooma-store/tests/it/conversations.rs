@@ -593,3 +593,59 @@ async fn a_title_is_found_by_its_words_through_the_index_as_it_is_now() {
     store.delete_conversation(&alice, &tides.id).await.unwrap();
     assert_eq!(titles(&store, &alice, "water").await, Vec::<String>::new());
 }
+
+/// A summary of a conversation's oldest messages (m0028): the newest is the one read with the
+/// turn's context; writing one moves the history version (a history held from before was not
+/// cut at it); it counts what it covers; it goes when the message it ends at goes (an edit),
+/// and is not written for a message that is gone.
+#[tokio::test]
+async fn a_summary_is_read_with_the_turn_moves_the_version_and_goes_with_its_last_message() {
+    let db = TestDb::new().await;
+    let store = db.store().await;
+    let alice = account(&store, "alice").await;
+    let c = store.create_conversation(&alice, "c", None, None).await.unwrap();
+    let mut turns = Vec::new();
+    for n in 0..3 {
+        let opened = store
+            .open_turn(&c.id, "r", &format!("ask {n}"), TurnStarted::new(String::new()))
+            .await
+            .unwrap();
+        let reply = format!("answer {n}");
+        store.close_turn(&c.id, &opened.turn_id, &[], &reply, EndState::Done, None).await.unwrap();
+        turns.push(opened.turn_id);
+    }
+    let messages = store.messages(&c.id).await.unwrap();
+    let before = store.turn_context(&alice, &c.id, None).await.unwrap().unwrap();
+    assert_eq!(before.summary, None);
+    assert_eq!(store.newest_summary(&c.id).await.unwrap(), None);
+    let ids: Vec<String> = before.history.unwrap().into_iter().map(|m| m.id).collect();
+    assert_eq!(ids, messages.iter().map(|m| m.id.clone()).collect::<Vec<_>>());
+
+    store.add_summary(&c.id, &messages[1].id, "first exchange").await.unwrap();
+    store.add_summary(&c.id, &messages[3].id, "two exchanges").await.unwrap();
+    let after = store.turn_context(&alice, &c.id, Some(before.history_version)).await.unwrap();
+    let after = after.unwrap();
+    assert_eq!(after.history_version, before.history_version + 2);
+    assert!(after.history.is_some(), "held from before the summary: read again");
+    assert_eq!(after.summary, Some((messages[3].id.clone(), "two exchanges".to_owned())));
+    let newest = store.newest_summary(&c.id).await.unwrap().unwrap();
+    assert_eq!((newest.covered_messages, newest.content.as_str()), (4, "two exchanges"));
+
+    // An edit of the second turn removes its messages and the summary ending in them; the one
+    // before stays.
+    store.remove_messages_from_turn(&c.id, &turns[1]).await.unwrap();
+    let newest = store.newest_summary(&c.id).await.unwrap().unwrap();
+    assert_eq!(
+        (newest.through_message_id.as_str(), newest.covered_messages),
+        (&*messages[1].id, 2)
+    );
+    // A message gone: nothing is written.
+    let gone = store.add_summary(&c.id, &messages[3].id, "late").await;
+    assert!(matches!(gone, Err(llooma_store::StoreError::NotFound)), "{gone:?}");
+    // Nor for another conversation's message.
+    let other = store.create_conversation(&alice, "other", None, None).await.unwrap();
+    let wrong = store.add_summary(&other.id, &messages[0].id, "stolen").await;
+    assert!(matches!(wrong, Err(llooma_store::StoreError::NotFound)), "{wrong:?}");
+    store.delete_conversation(&alice, &c.id).await.unwrap();
+    assert_eq!(store.newest_summary(&c.id).await.unwrap(), None);
+}

@@ -159,8 +159,9 @@ async fn a_turn_s_usage_is_counted_with_its_end_whether_it_wrote_a_reply_or_not(
     {
         let opened = store.open_turn(&c.id, "replica-1", "hello", started.clone()).await.unwrap();
         let used = used(&alice, "2026-12-03", "big", 100, 0, 10);
+        let ended = llooma_types::TurnEnded { state, context: None };
         store
-            .close_turn_counted(&c.id, &opened.turn_id, &[], reply, state, None, Some(&used))
+            .close_turn_counted(&c.id, &opened.turn_id, &[], reply, ended, None, Some(&used))
             .await
             .unwrap();
     }
