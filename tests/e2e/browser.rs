@@ -4,6 +4,7 @@
 mod driver;
 mod everyday;
 mod files;
+mod long_conversations;
 mod questions;
 mod usage;
 mod views;

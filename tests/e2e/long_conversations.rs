@@ -9,11 +9,16 @@ use serde_json::{Value, json};
 use crate::support::{Events, Server, Tab, TestDb};
 
 /// The summarizing request's own words (its system prompt).
-const SUMMARIZING: &str = "You keep the summary";
-const SUMMARY: &str = "Summary: the person collects kites and names each after a river.";
+pub(crate) const SUMMARIZING: &str = "You keep the summary";
+pub(crate) const SUMMARY: &str = "Summary: the person collects kites and names each after a river.";
 
 /// Sends a message (replacing `replaces`' turn if given) and reads its events to its `end`.
-async fn exchange(tab: &mut Tab, id: &str, content: &str, replaces: Option<&str>) -> Value {
+pub(crate) async fn exchange(
+    tab: &mut Tab,
+    id: &str,
+    content: &str,
+    replaces: Option<&str>,
+) -> Value {
     let after =
         tab.get(&format!("/api/v1/conversations/{id}")).await.json["eventsAfter"].to_string();
     let path = format!("/api/v1/conversations/{id}/events");
@@ -53,7 +58,7 @@ async fn window_of(tab: &mut Tab, id: &str, window: u32) {
 }
 
 /// The `n`th message: recognizable, about 100 tokens.
-fn message(n: usize) -> String {
+pub(crate) fn message(n: usize) -> String {
     format!("Message {n:02}: {}", "the kite is named after a river and flies well. ".repeat(8))
 }
 

@@ -18,6 +18,29 @@ fn model_list(text: &str) -> Vec<String> {
     text.split(',').map(str::trim).filter(|m| !m.is_empty()).map(str::to_owned).collect()
 }
 
+/// Context windows typed as `model = tokens, …`; the first entry that is not is named.
+fn window_list(text: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let mut windows = serde_json::Map::new();
+    for entry in text.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = entry.rsplit_once('=').and_then(|(model, tokens)| {
+            let tokens = tokens.trim().replace(['_', ' '], "").parse::<u32>().ok()?;
+            Some((model.trim().to_owned(), tokens))
+        });
+        match parsed {
+            Some((model, tokens)) if !model.is_empty() => {
+                windows.insert(model, json!(tokens));
+            }
+            _ => {
+                return Err(format!(
+                    "\"{entry}\" is not a model and its window: write them as model = tokens, \
+                     such as llama3.1:8b = 131072."
+                ));
+            }
+        }
+    }
+    Ok(windows)
+}
+
 /// One thing an administrator should look at, most pressing first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Todo {
@@ -212,6 +235,16 @@ pub fn AdminInstance(
             settings_change(json!({"systemPrompt": text}), csrf.clone());
         }
     };
+    let window = NodeRef::<leptos::html::Input>::new();
+    let save_window = {
+        let csrf = csrf.clone();
+        move |_| match input_value(window).trim().replace(['_', ' ', ','], "").parse::<u32>() {
+            Ok(tokens) => settings_change(json!({"contextTokens": tokens}), csrf.clone()),
+            Err(_) => {
+                error.set(Some("Write the window as a number of tokens, such as 8192.".into()))
+            }
+        }
+    };
     // The default model: a provider and one of its models (listed once the field is focused).
     let default_provider = RwSignal::new(settings.default_provider_id.clone().unwrap_or_default());
     let default_model = NodeRef::<leptos::html::Input>::new();
@@ -353,6 +386,20 @@ pub fn AdminInstance(
                         </span>
                     </label>
                     <label>
+                        "Context window of a model that has none written or reported (tokens)"
+                        <span class="row">
+                            <input
+                                node_ref=window
+                                name="context-tokens"
+                                inputmode="numeric"
+                                value=settings.context_tokens.to_string()
+                            />
+                            <button class="save-context" type="button" on:click=save_window>
+                                "Save"
+                            </button>
+                        </span>
+                    </label>
+                    <label>
                         "Default system prompt (empty: the built-in one)"
                         <textarea
                             node_ref=prompt
@@ -399,6 +446,33 @@ fn ProviderCard(
             change("PUT", format!("{path}/vision-models"), body, csrf.clone(), error, HERE);
         }
     };
+    let windows = NodeRef::<leptos::html::Input>::new();
+    let save_windows = {
+        let (csrf, path) = (csrf.clone(), path.clone());
+        move |_| {
+            error.set(None);
+            match window_list(&input_value(windows)) {
+                Ok(list) => {
+                    let body = json!({"windows": list});
+                    change(
+                        "PUT",
+                        format!("{path}/context-windows"),
+                        body,
+                        csrf.clone(),
+                        error,
+                        HERE,
+                    );
+                }
+                Err(said) => error.set(Some(said)),
+            }
+        }
+    };
+    let written = provider
+        .context_windows
+        .iter()
+        .map(|(model, tokens)| format!("{model} = {tokens}"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let remove = Callback::new(move |()| {
         change("DELETE", path.clone(), json!({}), csrf.clone(), error, HERE)
     });
@@ -421,6 +495,21 @@ fn ProviderCard(
                         value=provider.vision_models.join(", ")
                     />
                     <button class="save-vision" type="button" on:click=save_vision>
+                        "Save"
+                    </button>
+                </span>
+            </label>
+            <label class="stack">
+                "Context windows in tokens (model = tokens, comma-separated); a model not written \
+                 here has what its server says (Ollama), else the instance's default"
+                <span class="row">
+                    <input
+                        node_ref=windows
+                        name="context-windows"
+                        placeholder="llama3.1:8b = 131072"
+                        value=written
+                    />
+                    <button class="save-windows" type="button" on:click=save_windows>
                         "Save"
                     </button>
                 </span>
@@ -629,5 +718,21 @@ fn SpeechSettings(
                 </div>
             </div>
         </section>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::window_list;
+
+    #[test]
+    fn windows_are_read_as_model_and_tokens_and_a_mistake_is_named() {
+        let read = window_list("llama3.1:8b = 131072, qwen=32_768,").unwrap();
+        assert_eq!(read["llama3.1:8b"], 131072);
+        assert_eq!(read["qwen"], 32768);
+        assert!(window_list("").unwrap().is_empty());
+        let said = window_list("llama3.1:8b 131072").unwrap_err();
+        assert!(said.contains("\"llama3.1:8b 131072\""), "{said}");
+        assert!(window_list("= 5").is_err());
     }
 }

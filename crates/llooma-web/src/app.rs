@@ -7,8 +7,9 @@ use leptos::either::{Either, EitherOf3, EitherOf4};
 use leptos::prelude::*;
 use llooma_types::ShownPart;
 use llooma_types::{
-    ApprovalCardView, Attached, ConversationDetail, ConversationView, EndState, FileView,
-    PersonaView, ProviderChoice, Reply, ReplyPart, Step, StepState, TurnEvent, TurnStarted,
+    ApprovalCardView, Attached, ContextFill, ConversationDetail, ConversationView, EndState,
+    FileView, PersonaView, ProviderChoice, Reply, ReplyPart, Step, StepState, SummaryView,
+    TurnEvent, TurnStarted,
 };
 use serde_json::{Value, json};
 
@@ -364,6 +365,8 @@ struct Entry {
     reply: RwSignal<Reply>,
     /// The files the person's message brought.
     files: Vec<FileView>,
+    /// The summary the model reads in place of this message and all before it.
+    summary_after: Option<SummaryView>,
 }
 
 /// Everything the conversation page changes as events arrive.
@@ -381,6 +384,8 @@ struct Chat {
     voice: Voice,
     /// The resources and prompts chosen for the next message.
     chosen: RwSignal<Vec<Chosen>>,
+    /// How full the model's context window was after the last turn.
+    context: RwSignal<Option<ContextFill>>,
 }
 
 /// A reply that is only its text (the person's message, or a stored reply without its log).
@@ -396,7 +401,8 @@ impl Chat {
     fn entry(&self, user: bool, turn_id: Option<String>, reply: Reply) -> Entry {
         let key = self.next_key.get_value();
         self.next_key.set_value(key + 1);
-        Entry { key, user, turn_id, reply: RwSignal::new(reply), files: Vec::new() }
+        let reply = RwSignal::new(reply);
+        Entry { key, user, turn_id, reply, files: Vec::new(), summary_after: None }
     }
 
     /// The stored conversation as entries: each person's message followed by its turn's reply
@@ -423,6 +429,13 @@ impl Chat {
                     m.turn_id.clone(),
                     text_reply(turn, m.content.clone()),
                 ));
+            }
+            // The divider goes after the entry that shows the summary's last message.
+            if let Some(summary) = &detail.summary
+                && summary.through_message_id == m.id
+                && let Some(last) = entries.last_mut()
+            {
+                last.summary_after = Some(summary.clone());
             }
         }
         entries
@@ -465,9 +478,12 @@ impl Chat {
         if let Some(reply) = self.current() {
             reply.reply.update(|r| r.apply(&event));
         }
-        if let TurnEvent::End(_) = event {
+        if let TurnEvent::End(ended) = event {
             self.current.set_value(None);
             self.running.set(false);
+            if ended.context.is_some() {
+                self.context.set(ended.context);
+            }
         }
     }
 
@@ -606,6 +622,7 @@ fn Conversation(
         error,
         voice: Voice::new(csrf.clone(), error),
         chosen: RwSignal::new(Vec::new()),
+        context: RwSignal::new(detail.replies.iter().rev().find_map(|r| r.context)),
     };
     // A result's link to a resource can add it to the next message from the timeline.
     provide_context(NextMessage(chat.chosen));
@@ -733,6 +750,7 @@ fn Conversation(
 }
 
 fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
+    let divider = entry.summary_after.clone().map(summary_divider);
     let user = entry.user;
     let class = if user { "msg user" } else { "msg reply" };
     let reply = entry.reply;
@@ -770,6 +788,52 @@ fn entry_view(chat: Chat, entry: Entry) -> impl IntoView {
             .map(|actions| {
                 view! { <li class=if user { "msg-after user" } else { "msg-after reply" }>{actions}</li> }
             })}
+        {divider}
+    }
+}
+
+/// Where the summary the model reads in place of the oldest messages ends: they stay here to
+/// read; the summary itself opens below the line.
+fn summary_divider(summary: SummaryView) -> impl IntoView {
+    let covered = summary.covered_messages;
+    let said = if covered == 1 { "message".to_owned() } else { format!("{covered} messages") };
+    view! {
+        <li class="summary-divider" role="separator">
+            <details>
+                <summary>
+                    {format!("The model reads the {said} above as a summary")}
+                </summary>
+                <p class="summary-text">{summary.content}</p>
+            </details>
+        </li>
+    }
+}
+
+/// How full the model's context window is, in the composer: past three quarters the oldest
+/// messages are summarized.
+#[component]
+fn ContextGauge(context: RwSignal<Option<ContextFill>>) -> impl IntoView {
+    let percent = move || {
+        context.get().map_or(0, |c| (c.used_tokens * 100 / c.window_tokens.max(1)).min(100))
+    };
+    let title = move || {
+        context
+            .get()
+            .map(|c| {
+                let about = if c.estimated { "about " } else { "" };
+                format!(
+                    "The conversation fills {about}{} of the model's {} tokens; past three \
+                     quarters, the oldest messages are summarized for the model (they stay here).",
+                    c.used_tokens, c.window_tokens
+                )
+            })
+            .unwrap_or_default()
+    };
+    view! {
+        <span class="context-gauge" hidden=move || context.get().is_none() title=title>
+            <meter min="0" max="100" low="60" high="75" optimum="0" value=percent></meter>
+            <span class="context-percent">{move || format!("{}%", percent())}</span>
+        </span>
     }
 }
 
@@ -882,6 +946,23 @@ fn part_view(user: bool, part: ReplyPart) -> impl IntoView {
 fn step_view(step: &Step) -> impl IntoView + use<> {
     let text = |field: &Option<String>| field.clone().unwrap_or_default();
     let state = step.state.as_str();
+    if step.tool.as_deref() == Some("conversation_summary") {
+        let n = step.entries.unwrap_or(0);
+        let what = match step.state {
+            StepState::Running => format!("Summarizing the {n} oldest messages for the model…"),
+            StepState::Done => format!(
+                "The {n} oldest messages were summarized: the model reads the summary in their \
+                 place (they stay here)"
+            ),
+            _ => format!("Could not summarize: {}", text(&step.error)),
+        };
+        return EitherOf4::A(
+            view! {
+                <p class=format!("step builtin summary-step {state}") data-state=state>{what}</p>
+            }
+            .into_any(),
+        );
+    }
     if !step.is_mcp() {
         let tool = text(&step.tool);
         let result = text(&step.result);
@@ -891,12 +972,15 @@ fn step_view(step: &Step) -> impl IntoView + use<> {
             StepState::Failed => format!(" — failed: {}", text(&step.error)),
             _ => String::new(),
         };
-        return EitherOf4::A(view! {
-            <details class=format!("step builtin {state}") data-state=state>
-                <summary>"Used " <b>{tool}</b> {outcome}</summary>
-                <pre class="result">{result}</pre>
-            </details>
-        });
+        return EitherOf4::A(
+            view! {
+                <details class=format!("step builtin {state}") data-state=state>
+                    <summary>"Used " <b>{tool}</b> {outcome}</summary>
+                    <pre class="result">{result}</pre>
+                </details>
+            }
+            .into_any(),
+        );
     }
     let server = text(&step.server);
     if let Some(question) = step.question.clone() {
@@ -1223,6 +1307,7 @@ fn Composer(
                 <PersonaPicker chat personas persona_id />
                 <ModelPicker chat providers provider_id model choices />
                 <span class="spacer"></span>
+                <ContextGauge context=chat.context />
                 <button
                     class="stop"
                     type="button"
