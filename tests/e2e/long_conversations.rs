@@ -240,3 +240,57 @@ async fn windows_come_from_the_administrator_then_the_provider_then_the_default(
     let end = exchange(&mut tab, &id, "and a third", None).await;
     assert_eq!(end["context"]["windowTokens"], 16000, "{end}");
 }
+
+#[tokio::test]
+async fn a_long_conversation_is_read_a_page_at_a_time_from_the_newest() {
+    let model = echoing_model(Reply::text(SUMMARY)).await;
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, id) = crate::conversations::setup(&server, &model).await;
+    for n in 0..13 {
+        exchange(&mut tab, &id, &format!("question {n}"), None).await;
+    }
+    let whole = tab.get(&format!("/api/v1/conversations/{id}")).await.json;
+    assert!(whole["olderMessages"].is_null(), "everything was read");
+    let all: Vec<Value> = whole["messages"].as_array().unwrap().clone();
+    assert_eq!(all.len(), 26);
+
+    // Pages of five from the newest: each begins with the person's message (a page that would
+    // begin with a reply takes its question too) and carries its own replies' timelines.
+    let mut pages: Vec<Vec<Value>> = Vec::new();
+    let mut path = format!("/api/v1/conversations/{id}?limit=5");
+    loop {
+        let page = tab.get(&path).await;
+        assert_eq!(page.status, 200, "{page:?}");
+        let messages = page.json["messages"].as_array().unwrap().clone();
+        assert!((5..=6).contains(&messages.len()) || page.json["olderMessages"].is_null());
+        assert_eq!(messages[0]["role"], "user", "{messages:?}");
+        let turns: Vec<&Value> = messages.iter().map(|m| &m["turnId"]).collect();
+        let replies = page.json["replies"].as_array().unwrap();
+        assert!(replies.iter().all(|r| turns.contains(&&r["turnId"])));
+        assert_eq!(replies.len(), messages.iter().filter(|m| m["role"] == "user").count());
+        pages.push(messages);
+        match page.json["olderMessages"].as_str() {
+            Some(cursor) => {
+                assert_eq!(cursor, pages.last().unwrap()[0]["id"]);
+                path = format!("/api/v1/conversations/{id}?limit=5&before={cursor}");
+            }
+            None => break,
+        }
+    }
+    let joined: Vec<Value> = pages.into_iter().rev().flatten().collect();
+    assert_eq!(joined, all, "the pages are the conversation, each message once, in order");
+
+    let wrong = tab.get(&format!("/api/v1/conversations/{id}?limit=5&before=nope")).await;
+    assert_eq!((wrong.status, wrong.json["error"].as_str()), (400, Some("invalid_cursor")));
+    for bad in ["limit=0", "limit=501", "before=x", "limit=lots"] {
+        let refused = tab.get(&format!("/api/v1/conversations/{id}?{bad}")).await;
+        assert_eq!(refused.status, 400, "{bad}: {refused:?}");
+    }
+    // Another account reads no page of it.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut other = server.tab();
+    other.register("mallory", crate::support::PASSWORD).await;
+    let theirs = other.get(&format!("/api/v1/conversations/{id}?limit=5")).await;
+    assert_eq!(theirs.status, 404);
+}

@@ -157,12 +157,34 @@ pub async fn list(
 }
 
 /// `GET /api/v1/conversations/{id}`: the conversation with its messages.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// How many of the newest messages (before `before`); absent: all of them.
+    limit: Option<u64>,
+    /// The oldest message of the page read last (`olderMessages`).
+    before: Option<String>,
+}
+
+/// `GET /api/v1/conversations/{id}[?limit=N[&before=messageId]]`: the conversation, all of its
+/// messages or a page of them.
 pub async fn get(
     State(state): State<AppState>,
     signed_in: SignedIn,
     Path(id): Path<String>,
+    ApiQuery(page): ApiQuery<PageQuery>,
 ) -> Result<Json<ConversationDetail>, ApiError> {
-    Ok(Json(state.app.conversation_detail(&signed_in.account.id, &id).await?))
+    let page = match (page.limit, page.before) {
+        (None, None) => None,
+        (Some(limit), before) => Some((limit, before)),
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "invalid_limit",
+                "Say how many messages a page has (limit) with before.",
+            ));
+        }
+    };
+    Ok(Json(state.app.conversation_page(&signed_in.account.id, &id, page).await?))
 }
 
 #[derive(Deserialize)]

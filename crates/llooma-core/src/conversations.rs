@@ -332,7 +332,41 @@ impl App {
         account_id: &str,
         id: &str,
     ) -> Result<ConversationDetail, AppError> {
+        self.conversation_page(account_id, id, None).await
+    }
+
+    /// [`App::conversation_detail`] with only a page of its messages (and of their replies'
+    /// timelines) when `page` says how many (`limit`, at most [`MAX_PAGE_MESSAGES`]) and before
+    /// which message; `older_messages` then says where the page before it ends.
+    pub async fn conversation_page(
+        &self,
+        account_id: &str,
+        id: &str,
+        page: Option<(u64, Option<String>)>,
+    ) -> Result<ConversationDetail, AppError> {
         let conversation = self.conversation(account_id, id).await?;
+        let (stored, older) = match &page {
+            None => (self.store.messages(id).await?, false),
+            Some((limit, before)) => {
+                if !(1..=MAX_PAGE_MESSAGES).contains(limit) {
+                    return Err(AppError::invalid(
+                        "invalid_limit",
+                        format!("A page has 1 to {MAX_PAGE_MESSAGES} messages."),
+                    ));
+                }
+                match self.store.messages_page(id, *limit, before.as_deref()).await {
+                    Err(llooma_store::StoreError::NotFound) => {
+                        return Err(AppError::invalid(
+                            "invalid_cursor",
+                            "That message is not in this conversation (any more); reload the \
+                             conversation.",
+                        ));
+                    }
+                    other => other?,
+                }
+            }
+        };
+        let older_messages = older.then(|| stored.first().map(|m| m.id.clone())).flatten();
         let mut sent: HashMap<String, Vec<llooma_types::FileView>> = HashMap::new();
         let mut pending_files = Vec::new();
         for file in self.store.conversation_files(id).await? {
@@ -341,10 +375,8 @@ impl App {
                 None => pending_files.push(file_view(&file)),
             }
         }
-        let messages = self
-            .store
-            .messages(id)
-            .await?
+        let page_turns: Vec<String> = stored.iter().filter_map(|m| m.turn_id.clone()).collect();
+        let messages = stored
             .into_iter()
             .map(|m| MessageView {
                 files: match (m.role.as_str(), &m.turn_id) {
@@ -361,7 +393,11 @@ impl App {
         let running_turn = self.store.running_turn(id).await?;
         let events_after = self.store.resume_point(id, running_turn.as_deref()).await?;
         let mut replies: Vec<Reply> = Vec::new();
-        for stored in self.store.timeline_events(id, events_after).await? {
+        let events = match page {
+            None => self.store.timeline_events(id, events_after).await?,
+            Some(_) => self.store.timeline_events_of(id, events_after, page_turns).await?,
+        };
+        for stored in events {
             let event = match TurnEvent::decode(&stored.kind, &stored.data_json) {
                 Ok(event) => event,
                 Err(err) => {
@@ -392,6 +428,7 @@ impl App {
             replies,
             pending_files,
             summary,
+            older_messages,
         })
     }
 
@@ -946,6 +983,9 @@ fn checked_message(
     }
     Ok((provider_id, model))
 }
+
+/// The most messages a page of a conversation has.
+pub const MAX_PAGE_MESSAGES: u64 = 500;
 
 /// The messages before the person's new one, written out for the provider: as kept from the
 /// last turn when they did not change since (`held`), or as `read`; cut before the message a

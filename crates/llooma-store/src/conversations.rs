@@ -7,8 +7,8 @@
 
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, Statement,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set, Statement,
 };
 
 use llooma_types::{EncodedEvent, EndState, Step, StepState, TurnEvent};
@@ -302,6 +302,81 @@ impl Store {
             .exec(&self.db)
             .await?;
         if result.rows_affected == 1 { Ok(()) } else { Err(StoreError::NotFound) }
+    }
+
+    /// A page of a conversation's messages, oldest first: at most `limit` of the newest before
+    /// the message `before` (from the newest when `None`), widened by one so that it does not
+    /// begin with a reply whose person's message is on the page before; and whether older
+    /// messages remain. [`StoreError::NotFound`] when `before` is not a message of the
+    /// conversation.
+    pub async fn messages_page(
+        &self,
+        conversation_id: &str,
+        limit: u64,
+        before: Option<&str>,
+    ) -> StoreResult<(Vec<Message>, bool)> {
+        let mut query =
+            messages::Entity::find().filter(messages::Column::ConversationId.eq(conversation_id));
+        if let Some(before) = before {
+            let cursor = messages::Entity::find_by_id(before.to_owned())
+                .filter(messages::Column::ConversationId.eq(conversation_id))
+                .one(&self.db)
+                .await?
+                .ok_or(StoreError::NotFound)?;
+            query = query.filter(
+                Condition::any().add(messages::Column::CreatedAtMs.lt(cursor.created_at_ms)).add(
+                    Condition::all()
+                        .add(messages::Column::CreatedAtMs.eq(cursor.created_at_ms))
+                        .add(messages::Column::Id.lt(cursor.id)),
+                ),
+            );
+        }
+        // One more to know whether older ones remain, one more to widen the page by.
+        let mut newest_first = query
+            .order_by_desc(messages::Column::CreatedAtMs)
+            .order_by_desc(messages::Column::Id)
+            .limit(limit.max(1) + 2)
+            .all(&self.db)
+            .await?;
+        let mut size = newest_first.len().min(usize::try_from(limit.max(1)).unwrap_or(usize::MAX));
+        if size > 0 && newest_first[size - 1].role == "assistant" && newest_first.len() > size {
+            size += 1;
+        }
+        let older = newest_first.len() > size;
+        newest_first.truncate(size);
+        let page = newest_first
+            .into_iter()
+            .rev()
+            .map(|m| Message {
+                id: m.id,
+                role: m.role,
+                content: m.content,
+                turn_id: m.turn_id,
+                created_at_ms: m.created_at_ms,
+            })
+            .collect();
+        Ok((page, older))
+    }
+
+    /// The events a page needs to draw the finished replies of `turn_ids`, as
+    /// [`Store::timeline_events`] gives them for all.
+    pub async fn timeline_events_of(
+        &self,
+        conversation_id: &str,
+        last_seq: i64,
+        turn_ids: Vec<String>,
+    ) -> StoreResult<Vec<StoredEvent>> {
+        Ok(turn_events::Entity::find()
+            .filter(turn_events::Column::ConversationId.eq(conversation_id))
+            .filter(turn_events::Column::Seq.lte(last_seq))
+            .filter(turn_events::Column::Kind.ne("request"))
+            .filter(turn_events::Column::TurnId.is_in(turn_ids))
+            .order_by_asc(turn_events::Column::Seq)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(StoredEvent::from)
+            .collect())
     }
 
     /// A conversation's messages, oldest first.

@@ -660,6 +660,10 @@ pub struct ConversationDetail {
     /// grew past its model's context window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SummaryView>,
+    /// Read a page (`?limit=`): older messages remain before this one (the oldest of the page);
+    /// `?before=` it reads them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older_messages: Option<String>,
 }
 
 /// A summary of a conversation's oldest messages: the model reads it in their place.

@@ -58,6 +58,7 @@ fn page(messages: usize) -> Page {
             replies: Vec::new(),
             pending_files: Vec::new(),
             summary: None,
+            older_messages: None,
         },
         cards: vec![card],
         providers: vec![],
