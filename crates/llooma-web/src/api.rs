@@ -169,6 +169,11 @@ mod browser {
         chat_scroll().is_none_or(|e| e.scroll_top() > -48)
     }
 
+    /// Whether the reader has scrolled up to (near) the oldest message shown.
+    pub fn chat_near_oldest() -> bool {
+        chat_scroll().is_some_and(|e| e.scroll_height() - e.client_height() + e.scroll_top() < 400)
+    }
+
     pub fn chat_to_latest() {
         if let Some(e) = chat_scroll() {
             e.set_scroll_top(0);
@@ -252,9 +257,9 @@ mod browser {
 
 #[cfg(feature = "hydrate")]
 pub use browser::{
-    LocalFile, call, chat_at_latest, chat_to_latest, console_error, copy_text, dropped_files,
-    every_second, go, local_time, mark_hydrated, now_ms, page_data, pasted_files, picked_files,
-    set_text, set_title, title, upload,
+    LocalFile, call, chat_at_latest, chat_near_oldest, chat_to_latest, console_error, copy_text,
+    dropped_files, every_second, go, local_time, mark_hydrated, now_ms, page_data, pasted_files,
+    picked_files, set_text, set_title, title, upload,
 };
 
 #[cfg(not(feature = "hydrate"))]
@@ -319,6 +324,10 @@ mod inert {
 
     pub fn chat_to_latest() {}
 
+    pub fn chat_near_oldest() -> bool {
+        false
+    }
+
     pub fn title() -> String {
         String::new()
     }
@@ -340,9 +349,9 @@ mod inert {
 
 #[cfg(not(feature = "hydrate"))]
 pub use inert::{
-    LocalFile, call, chat_at_latest, chat_to_latest, console_error, copy_text, dropped_files,
-    every_second, go, local_time, now_ms, pasted_files, picked_files, set_text, set_title, title,
-    upload,
+    LocalFile, call, chat_at_latest, chat_near_oldest, chat_to_latest, console_error, copy_text,
+    dropped_files, every_second, go, local_time, now_ms, pasted_files, picked_files, set_text,
+    set_title, title, upload,
 };
 
 /// Runs a future in the browser (event handlers); nothing in the server build.

@@ -386,7 +386,14 @@ struct Chat {
     chosen: RwSignal<Vec<Chosen>>,
     /// How full the model's context window was after the last turn.
     context: RwSignal<Option<ContextFill>>,
+    /// The oldest message shown, while older ones remain to load; and whether they are loading.
+    older: RwSignal<Option<String>>,
+    loading_older: RwSignal<bool>,
 }
+
+/// Messages a conversation page shows at first, and loads each time the reader reaches the
+/// oldest shown.
+pub const PAGE: u64 = 60;
 
 /// A reply that is only its text (the person's message, or a stored reply without its log).
 fn text_reply(turn_id: Option<&str>, text: String) -> Reply {
@@ -439,6 +446,36 @@ impl Chat {
             }
         }
         entries
+    }
+
+    /// Loads the page of messages before the oldest shown, and shows it above them.
+    fn load_older(&self) {
+        let chat = *self;
+        let Some(before) = chat.older.get_untracked() else { return };
+        if chat.loading_older.get_untracked() {
+            return;
+        }
+        chat.loading_older.set(true);
+        api::spawn(async move {
+            let path = format!(
+                "/api/v1/conversations/{}?limit={PAGE}&before={before}",
+                chat.id.get_value()
+            );
+            match api::call("GET", &path, None, None).await {
+                Ok(page) => match serde_json::from_value::<ConversationDetail>(page) {
+                    Ok(page) => {
+                        let older = chat.stored_entries(&page);
+                        chat.entries.update(|entries| {
+                            entries.splice(0..0, older);
+                        });
+                        chat.older.set(page.older_messages);
+                    }
+                    Err(err) => api::console_error(&err.to_string()),
+                },
+                Err(failure) => chat.error.set(Some(failure.message)),
+            }
+            chat.loading_older.set(false);
+        });
     }
 
     fn find(&self, user: bool, turn_id: &str) -> Option<Entry> {
@@ -623,6 +660,8 @@ fn Conversation(
         voice: Voice::new(csrf.clone(), error),
         chosen: RwSignal::new(Vec::new()),
         context: RwSignal::new(detail.replies.iter().rev().find_map(|r| r.context)),
+        older: RwSignal::new(detail.older_messages.clone()),
+        loading_older: RwSignal::new(false),
     };
     // A result's link to a resource can add it to the next message from the timeline.
     provide_context(NextMessage(chat.chosen));
@@ -703,8 +742,33 @@ fn Conversation(
                 </div>
                 // The messages scroll above the composer and open on the latest one; the cards
                 // waiting for an answer come right after them, above the composer.
-                <div class="chat-scroll" on:scroll=move |_| away.set(!api::chat_at_latest())>
+                <div
+                    class="chat-scroll"
+                    on:scroll=move |_| {
+                        away.set(!api::chat_at_latest());
+                        // Older messages load as the reader scrolls up to the oldest shown.
+                        if api::chat_near_oldest() {
+                            chat.load_older();
+                        }
+                    }
+                >
                     <div class="chat-scroll-content">
+                        <p class="older-messages" hidden=move || chat.older.with(Option::is_none)>
+                            <button
+                                class="load-older"
+                                type="button"
+                                disabled=move || chat.loading_older.get()
+                                on:click=move |_| chat.load_older()
+                            >
+                                {move || {
+                                    if chat.loading_older.get() {
+                                        "Loading older messages…"
+                                    } else {
+                                        "Older messages"
+                                    }
+                                }}
+                            </button>
+                        </p>
                         <ol class="timeline">
                             <For
                                 each=move || chat.entries.get()

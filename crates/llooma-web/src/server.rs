@@ -444,7 +444,9 @@ async fn conversation(
         let (conversations, older) = web.get_with_next(&caller, "/api/v1/conversations").await?;
         Ok(Page::Conversation {
             me,
-            detail: web.get(&caller, &format!("/api/v1/conversations/{id}")).await?,
+            detail: web
+                .get(&caller, &format!("/api/v1/conversations/{id}?limit={}", crate::app::PAGE))
+                .await?,
             cards: web.get(&caller, "/api/v1/approvals").await?,
             providers: web.get(&caller, "/api/v1/providers").await?,
             personas: web.get(&caller, "/api/v1/personas").await?,

@@ -82,3 +82,56 @@ async fn browser_a_long_conversation_shows_where_its_summary_begins_and_how_full
     }
     assert_eq!(seen, format!("{expected}%"));
 }
+
+#[tokio::test]
+async fn browser_a_long_conversation_opens_on_its_newest_messages_and_loads_older_ones_on_scrolling_up()
+ {
+    let Some(browser) = Browser::start(1280, 900).await else { return };
+    let model = FakeModel::builder()
+        .fallback(llooma_fake_model::Fallback::Echo { chunk_delay_ms: 0 })
+        .start()
+        .await
+        .unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let base = server.base.clone();
+    let (mut api, ids) = with_conversations(&server, &model, 1).await;
+    let id = ids[0].clone();
+    for n in 0..70 {
+        exchange(&mut api, &id, &format!("question {n:02}"), None).await;
+    }
+    sign_in(&browser, &base, "root").await;
+    browser.goto(&format!("{base}/c/{id}")).await;
+    browser.wait_live().await;
+    let count = "return document.querySelectorAll('.timeline .msg').length";
+    let first = browser.script(count).await.as_u64().unwrap();
+    assert!((60..=61).contains(&first), "{first} messages at first");
+    let page = browser.script("return document.documentElement.outerHTML.length").await;
+    assert!(page.as_u64().unwrap() < 256 * 1024, "the page weighs {page} bytes");
+    let oldest = browser
+        .script("return document.querySelector('.timeline .msg.user').textContent.trim()")
+        .await;
+    assert_eq!(oldest, serde_json::json!("question 40"));
+
+    // Scrolling up to the oldest shown loads the ones before, until the first.
+    let mut shown = first;
+    for _ in 0..100 {
+        browser
+            .script(
+                "const s = document.querySelector('.chat-scroll'); s.scrollTop = -s.scrollHeight;",
+            )
+            .await;
+        shown = browser.script(count).await.as_u64().unwrap();
+        if shown == 140 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(shown, 140, "every message once, in the end");
+    let order = browser
+        .script("return Array.from(document.querySelectorAll('.timeline .msg.user')).map(m => m.textContent.trim())")
+        .await;
+    let expected: Vec<String> = (0..70).map(|n| format!("question {n:02}")).collect();
+    assert_eq!(order, serde_json::json!(expected));
+    browser.wait_gone(".older-messages:not([hidden])").await;
+}
