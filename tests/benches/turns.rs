@@ -46,8 +46,13 @@
 //! alternating turn by turn (round by round for the loaded rows), each binary with its own
 //! server, database and fake model, and the table has a column for each and their ratio.
 //!
+//! 9. a conversation of 2,000 messages (1,000 exchanges of about 190 bytes each way): wall time
+//!    and bytes of its page (the newest 60 messages) and of its API read, first page and whole;
+//!    and the bytes a turn sends the provider, the model's window 8,192 tokens (the oldest
+//!    messages summarized) against a window too large to need it;
+//!
 //! Arguments (after `--`): the parts to run, by name (default: all): start, plain, gateway,
-//! everything, bot, concurrent, fan-out, fan-out-spread, idle-tabs, mcp-client.
+//! everything, bot, concurrent, fan-out, fan-out-spread, idle-tabs, media, long, mcp-client.
 //!
 //! Environment: `LLOOMA_BENCH_DATA_DIR` (optional: the servers' data folders there, on a disk,
 //! instead of tmpfs), `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
@@ -114,7 +119,7 @@ fn main() {
     let started = Instant::now();
     let mut lines = Vec::new();
     tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-        let parts: [(&str, Part); 10] = [
+        let parts: [(&str, Part); 11] = [
             ("start", |b| Box::pin(start_and_idle(b))),
             ("plain", |b| Box::pin(plain(b))),
             ("gateway", |b| Box::pin(gateway(b))),
@@ -125,6 +130,7 @@ fn main() {
             ("fan-out-spread", |b| Box::pin(fan_out_spread(b))),
             ("idle-tabs", |b| Box::pin(idle_tabs(b))),
             ("media", |b| Box::pin(media(b))),
+            ("long", |b| Box::pin(long_conversation(b))),
         ];
         for (name, part) in parts {
             if !runs(name) {
@@ -406,6 +412,7 @@ const ORDER_FAN_OUT: u32 = 70;
 const ORDER_FAN_OUT_SPREAD: u32 = 71;
 const ORDER_IDLE_TABS: u32 = 75;
 const ORDER_MEDIA: u32 = 77;
+const ORDER_LONG: u32 = 78;
 const ORDER_SERVER: u32 = 80;
 const ORDER_FAILED: u32 = 90;
 
@@ -1665,5 +1672,86 @@ async fn media(builds: Vec<Build>) -> Vec<Line> {
         Line::new(ORDER_MEDIA, case, "server CPU of a plain turn (p50 of 5)", plain_cpu),
         Line::new(ORDER_MEDIA, case, "server CPU of a turn holding 10 photos (p50 of 5)", turn_cpu),
         Line::new(ORDER_MEDIA, case, "bytes sent to the provider for that turn", sent_bytes),
+    ]
+}
+
+/// Part 9: a conversation of 2,000 messages.
+async fn long_conversation(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let case = "9. a conversation of 2,000 messages";
+    let cells = || vec![Cell::None; n];
+    let (mut page_ms, mut page_kib, mut first_ms, mut first_kib) = (cells(), cells(), cells(), cells());
+    let (mut whole_ms, mut whole_kib, mut sent_bounded, mut sent_whole) =
+        (cells(), cells(), cells(), cells());
+    for (b, build) in builds.iter().enumerate() {
+        let model = FakeModel::builder()
+            .log_requests(false)
+            .fallback(Fallback::Echo { chunk_delay_ms: 0 })
+            .standing("You keep the summary", Reply::text("A summary of the conversation so far."))
+            .start()
+            .await
+            .unwrap();
+        let origin = model.origin();
+        let proc = Proc::start(build, &[("PROVIDER_ALLOWED_ORIGINS", origin.as_str())]);
+        let mut tab = Tab::new(&proc.base);
+        assert_eq!(tab.register("root", PASSWORD).await.status, 201);
+        let provider = tab
+            .post("/api/v1/admin/providers", json!({"name": "fake", "baseUrl": model.base_url()}))
+            .await;
+        let provider = provider.json["id"].as_str().unwrap().to_owned();
+        let windows = format!("/api/v1/admin/providers/{provider}/context-windows");
+        let window = |tokens: u32| json!({"windows": {"fake-model": tokens}});
+        tab.send("PUT", &windows, Some(window(10_000_000))).await;
+        let created = tab
+            .post(
+                "/api/v1/conversations",
+                json!({"title": "Long", "providerId": provider, "model": "fake-model"}),
+            )
+            .await;
+        let id = created.json["id"].as_str().unwrap().to_owned();
+        let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+        let say = |i: usize| format!("Message {i:04}: {}", "a line of an ordinary long chat. ".repeat(5));
+        for i in 0..1000 {
+            let path = format!("/api/v1/conversations/{id}/messages");
+            assert_eq!(tab.post(&path, json!({"content": say(i)})).await.status, 202);
+            until_end(&mut events, Duration::from_secs(30)).await;
+        }
+        let mut timed = async |path: String| {
+            let mut ms = Vec::new();
+            let mut bytes = 0;
+            for _ in 0..20 {
+                let started = Instant::now();
+                let got = tab.get(&path).await;
+                ms.push(started.elapsed().as_secs_f64() * 1e3);
+                assert_eq!(got.status, 200, "{path}");
+                bytes = got.text.len();
+            }
+            (Cell::Ms(quantile(&ms, 0.5)), Cell::Kib(bytes as f64 / 1024.0))
+        };
+        (page_ms[b], page_kib[b]) = timed(format!("/c/{id}")).await;
+        (first_ms[b], first_kib[b]) = timed(format!("/api/v1/conversations/{id}?limit=60")).await;
+        (whole_ms[b], whole_kib[b]) = timed(format!("/api/v1/conversations/{id}")).await;
+        let mut turn = async |tab: &mut Tab, i: usize| {
+            let path = format!("/api/v1/conversations/{id}/messages");
+            assert_eq!(tab.post(&path, json!({"content": say(i)})).await.status, 202);
+            until_end(&mut events, Duration::from_secs(60)).await;
+            let bodies = model.chat_bodies();
+            let last = bodies.iter().rev().find(|b| !b.to_string().contains("You keep the summary"));
+            Cell::Kib(last.map_or(0, |b| b.to_string().len()) as f64 / 1024.0)
+        };
+        sent_whole[b] = turn(&mut tab, 1000).await;
+        tab.send("PUT", &windows, Some(window(8192))).await;
+        turn(&mut tab, 1001).await;
+        sent_bounded[b] = turn(&mut tab, 1002).await;
+    }
+    vec![
+        Line::new(ORDER_LONG, case, "its page (the newest 60 messages), p50 of 20", page_ms),
+        Line::new(ORDER_LONG, case, "its page's size", page_kib),
+        Line::new(ORDER_LONG, case, "API, first page (?limit=60), p50 of 20", first_ms),
+        Line::new(ORDER_LONG, case, "API, first page's size", first_kib),
+        Line::new(ORDER_LONG, case, "API, the whole conversation, p50 of 20", whole_ms),
+        Line::new(ORDER_LONG, case, "API, the whole conversation's size", whole_kib),
+        Line::new(ORDER_LONG, case, "sent to the provider, window 10M tokens", sent_whole),
+        Line::new(ORDER_LONG, case, "sent to the provider, window 8,192 tokens", sent_bounded),
     ]
 }
