@@ -1680,7 +1680,8 @@ async fn long_conversation(builds: Vec<Build>) -> Vec<Line> {
     let n = builds.len();
     let case = "9. a conversation of 2,000 messages";
     let cells = || vec![Cell::None; n];
-    let (mut page_ms, mut page_kib, mut first_ms, mut first_kib) = (cells(), cells(), cells(), cells());
+    let (mut page_ms, mut page_kib, mut first_ms, mut first_kib) =
+        (cells(), cells(), cells(), cells());
     let (mut whole_ms, mut whole_kib, mut sent_bounded, mut sent_whole) =
         (cells(), cells(), cells(), cells());
     for (b, build) in builds.iter().enumerate() {
@@ -1709,8 +1710,10 @@ async fn long_conversation(builds: Vec<Build>) -> Vec<Line> {
             )
             .await;
         let id = created.json["id"].as_str().unwrap().to_owned();
-        let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
-        let say = |i: usize| format!("Message {i:04}: {}", "a line of an ordinary long chat. ".repeat(5));
+        let mut events =
+            Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+        let say =
+            |i: usize| format!("Message {i:04}: {}", "a line of an ordinary long chat. ".repeat(5));
         for i in 0..1000 {
             let path = format!("/api/v1/conversations/{id}/messages");
             assert_eq!(tab.post(&path, json!({"content": say(i)})).await.status, 202);
@@ -1736,7 +1739,8 @@ async fn long_conversation(builds: Vec<Build>) -> Vec<Line> {
             assert_eq!(tab.post(&path, json!({"content": say(i)})).await.status, 202);
             until_end(&mut events, Duration::from_secs(60)).await;
             let bodies = model.chat_bodies();
-            let last = bodies.iter().rev().find(|b| !b.to_string().contains("You keep the summary"));
+            let last =
+                bodies.iter().rev().find(|b| !b.to_string().contains("You keep the summary"));
             Cell::Kib(last.map_or(0, |b| b.to_string().len()) as f64 / 1024.0)
         };
         sent_whole[b] = turn(&mut tab, 1000).await;

@@ -167,9 +167,19 @@ async fn a_limit_refuses_a_reply_before_the_provider_is_asked_and_says_when_it_r
     assert_eq!(own.status, 200, "{own:?}");
     assert_eq!(own.json["defaults"]["tokensPerDay"], 1_200);
     inside_one_minute().await;
-    model.push(Reply::text("One."));
+    // A message sent while a reply is still being written is refused as such, and is not
+    // counted as a reply of the minute.
+    model.push(Reply::text("One, slowly.").chunks(4).chunk_delay_ms(250));
     model.push(Reply::text("Two."));
-    assert_eq!(exchange(&mut tab, &id, "one").await.status, 202);
+    let after =
+        tab.get(&format!("/api/v1/conversations/{id}")).await.json["eventsAfter"].to_string();
+    let path_events = format!("/api/v1/conversations/{id}/events");
+    let mut events = Events::open(&tab, &path_events, Some(&after)).await;
+    let messages = format!("/api/v1/conversations/{id}/messages");
+    assert_eq!(tab.post(&messages, json!({"content": "one"})).await.status, 202);
+    let busy = tab.post(&messages, json!({"content": "meanwhile"})).await;
+    assert_eq!((busy.status, busy.json["error"].as_str()), (409, Some("turn_running")), "{busy:?}");
+    while events.next().await.0 != "end" {}
     assert_eq!(exchange(&mut tab, &id, "two").await.status, 202);
     let third = exchange(&mut tab, &id, "three").await;
     assert_eq!(third.status, 429, "{third:?}");

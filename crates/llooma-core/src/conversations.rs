@@ -582,7 +582,8 @@ impl App {
             Window { default_tokens: instance.context_tokens, prompt, summary: summary.clone() };
         // Refused here, before anything is written or sent, when a limit does not allow it.
         let asking = (earlier.bytes() + person.len() + system_prompt.len()).div_ceil(4);
-        self.admit_turn(account_id, &limits, &instance.currency, asking as u64).await?;
+        let admitted =
+            self.admit_turn(account_id, &limits, &instance.currency, asking as u64).await?;
         let now = now_rfc3339();
         let started = TurnStarted {
             model: Some(model.clone()),
@@ -591,7 +592,7 @@ impl App {
             spoken: message.spoken.then_some(true),
             ..TurnStarted::new(String::new())
         };
-        let (turn_id, sink, started) = self
+        let opened = self
             .open_turn(
                 account_id,
                 conversation_id,
@@ -600,7 +601,15 @@ impl App {
                 &message.files,
                 started,
             )
-            .await?;
+            .await;
+        let (turn_id, sink, started) = match opened {
+            Ok(opened) => opened,
+            Err(err) => {
+                // Not started (another reply is being written): not a reply of the minute.
+                self.unadmit_turn(account_id, admitted).await;
+                return Err(err);
+            }
+        };
         if conversation.title == UNTITLED && first_message {
             self.title_by_first_message(account_id, conversation_id, content, &sink).await?;
         }

@@ -29,6 +29,13 @@ const MAX_MODEL_NAME_BYTES: usize = 256;
 /// The highest price per million tokens, or spend limit, an administrator may write.
 const MAX_AMOUNT: f64 = 1_000_000.0;
 
+/// What [`App::admit_turn`] counted for a turn it let through.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Admitted {
+    /// The minute window (its start, in ms) a reply was counted in.
+    counted_in: Option<i64>,
+}
+
 /// What the requests of one piece of work used so far.
 #[derive(Debug, Default)]
 pub struct Meter(Mutex<Tally>);
@@ -219,9 +226,9 @@ impl App {
         limits: &UsageLimits,
         currency: &str,
         asking: u64,
-    ) -> Result<(), AppError> {
+    ) -> Result<Admitted, AppError> {
         if limits.is_empty() {
-            return Ok(());
+            return Ok(Admitted::default());
         }
         let now = Utc::now();
         let asking = as_i64(asking);
@@ -267,6 +274,7 @@ impl App {
                 return Err(limit_reached(what, now, next_month(now)));
             }
         }
+        let mut admitted = Admitted::default();
         if let Some(limit) = limits.turns_per_minute {
             let minute = now.timestamp() / 60 * 60;
             if !self.store.count_turn(account_id, minute * 1000, limit).await? {
@@ -274,8 +282,19 @@ impl App {
                 let resets = DateTime::from_timestamp(minute + 60, 0).unwrap_or(now);
                 return Err(limit_reached(what, now, resets));
             }
+            admitted.counted_in = Some(minute * 1000);
         }
-        Ok(())
+        Ok(admitted)
+    }
+
+    /// Gives back the reply a minute `admitted` counted: its turn did not start (another was
+    /// running, or opening it failed).
+    pub(crate) async fn unadmit_turn(&self, account_id: &str, admitted: Admitted) {
+        if let Some(window) = admitted.counted_in
+            && let Err(error) = self.store.uncount_turn(account_id, window).await
+        {
+            tracing::warn!(account = %account_id, %error, "giving back a counted reply failed");
+        }
     }
 
     /// The account's usage over the last `days` days (today included), with the limits that

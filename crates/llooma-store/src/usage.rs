@@ -103,6 +103,9 @@ const COUNT_TURN: &str = "INSERT INTO turn_windows (account_id, window_start_ms,
     VALUES (?, ?, 1) ON CONFLICT (account_id, window_start_ms) DO UPDATE SET \
     turns = turn_windows.turns + 1 WHERE turn_windows.turns < ? RETURNING turns";
 
+const UNCOUNT_TURN: &str = "UPDATE turn_windows SET turns = turns - 1 \
+    WHERE account_id = ? AND window_start_ms = ? AND turns > 0";
+
 const FORGET_WINDOWS: &str =
     "DELETE FROM turn_windows WHERE account_id = ? AND window_start_ms < ?";
 
@@ -224,6 +227,16 @@ impl Store {
         let counted =
             self.db.query_one_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
         Ok(counted.is_some())
+    }
+
+    /// Gives back a turn [`Store::count_turn`] counted in the window starting at
+    /// `window_start_ms`: it did not start after all.
+    pub async fn uncount_turn(&self, account_id: &str, window_start_ms: i64) -> StoreResult<()> {
+        let backend = self.backend();
+        let sql = numbered_placeholders(backend, UNCOUNT_TURN);
+        let values: Vec<sea_orm::Value> = vec![account_id.into(), window_start_ms.into()];
+        self.db.execute_raw(Statement::from_sql_and_values(backend, sql, values)).await?;
+        Ok(())
     }
 
     pub async fn model_prices(&self) -> StoreResult<Vec<ModelPrice>> {
