@@ -242,3 +242,28 @@ async fn turns_per_minute_hold_across_two_replicas_answering_at_once() {
     let refused = statuses.iter().filter(|s| **s == 429).count();
     assert_eq!((accepted, refused), (3, 3), "{statuses:?}");
 }
+
+#[tokio::test]
+async fn a_title_is_not_asked_of_the_model_once_the_reply_used_what_the_limit_allows() {
+    let model = FakeModel::start([]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(&db, &[("PROVIDER_ALLOWED_ORIGINS", &model.origin())]);
+    let (mut tab, _) = crate::conversations::setup(&server, &model).await;
+    tab.send("PATCH", "/api/v1/me/preferences", Some(json!({"titlesFromModel": true}))).await;
+    let limits = json!({"tokensPerDay": 1_000});
+    assert_eq!(tab.send("PUT", "/api/v1/admin/limits", Some(limits)).await.status, 200);
+    let provider = tab.get("/api/v1/providers").await.json[0]["id"].clone();
+    let created = tab
+        .post("/api/v1/conversations", json!({"providerId": provider, "model": "fake-model"}))
+        .await;
+    let id = created.json["id"].as_str().unwrap().to_owned();
+    // The reply leaves 5 tokens of the day: the title would pass the limit.
+    model.push(Reply::text("High tide is at noon.").usage(990, 5));
+    model.push(Reply::text("Brest tide times"));
+    assert_eq!(exchange(&mut tab, &id, "when is high tide in Brest?").await.status, 202);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(model.requests().len(), 1, "the title was asked past the limit");
+    let title =
+        tab.get(&format!("/api/v1/conversations/{id}")).await.json["conversation"]["title"].clone();
+    assert_eq!(title, "when is high tide in Brest?");
+}

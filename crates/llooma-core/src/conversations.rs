@@ -171,6 +171,9 @@ struct Naming {
     model: String,
     /// The first message.
     asked: String,
+    /// The limits the account's requests are under, and the currency they are written in.
+    limits: llooma_store::UsageLimits,
+    currency: String,
 }
 
 /// The longest search, in bytes.
@@ -654,6 +657,8 @@ impl App {
                     provider_id: plan.provider_id.clone(),
                     model: plan.request.model.clone(),
                     asked: content.to_owned(),
+                    limits,
+                    currency: instance.currency.clone(),
                 }
             });
         let app = self.clone();
@@ -864,6 +869,14 @@ impl App {
     /// unless the person renamed the conversation meanwhile. A failure keeps the title made
     /// from the first message (and is logged): the title is a convenience, not the reply.
     async fn name_by_model(&self, conversation_id: &str, naming: Naming, reply: &str) {
+        // Not asked past a limit: the title from the first message stays.
+        let asking = (naming.asked.len() + reply.len()).div_ceil(4) as u64;
+        if let Err(err) =
+            self.within_use(&naming.account_id, &naming.limits, &naming.currency, asking).await
+        {
+            tracing::info!(conversation = %conversation_id, error = %err, "a title was not asked of the model");
+            return;
+        }
         let asked = async {
             let client = self.provider_client(&naming.provider_id).await?;
             let request = llooma_providers::ChatRequest {

@@ -230,6 +230,30 @@ impl App {
         if limits.is_empty() {
             return Ok(Admitted::default());
         }
+        self.within_use(account_id, limits, currency, asking).await?;
+        let now = Utc::now();
+        let mut admitted = Admitted::default();
+        if let Some(limit) = limits.turns_per_minute {
+            let minute = now.timestamp() / 60 * 60;
+            if !self.store.count_turn(account_id, minute * 1000, limit).await? {
+                let what = format!("You reached your limit of {limit} replies a minute.");
+                let resets = DateTime::from_timestamp(minute + 60, 0).unwrap_or(now);
+                return Err(limit_reached(what, now, resets));
+            }
+            admitted.counted_in = Some(minute * 1000);
+        }
+        Ok(admitted)
+    }
+
+    /// Whether the account may still make a request of about `asking` tokens under its token
+    /// and spend limits (replies a minute aside: a title, or a summary, is not a reply).
+    pub(crate) async fn within_use(
+        &self,
+        account_id: &str,
+        limits: &UsageLimits,
+        currency: &str,
+        asking: u64,
+    ) -> Result<(), AppError> {
         let now = Utc::now();
         let asking = as_i64(asking);
         let limited_use = limits.tokens_per_day.is_some()
@@ -274,17 +298,7 @@ impl App {
                 return Err(limit_reached(what, now, next_month(now)));
             }
         }
-        let mut admitted = Admitted::default();
-        if let Some(limit) = limits.turns_per_minute {
-            let minute = now.timestamp() / 60 * 60;
-            if !self.store.count_turn(account_id, minute * 1000, limit).await? {
-                let what = format!("You reached your limit of {limit} replies a minute.");
-                let resets = DateTime::from_timestamp(minute + 60, 0).unwrap_or(now);
-                return Err(limit_reached(what, now, resets));
-            }
-            admitted.counted_in = Some(minute * 1000);
-        }
-        Ok(admitted)
+        Ok(())
     }
 
     /// Gives back the reply a minute `admitted` counted: its turn did not start (another was
