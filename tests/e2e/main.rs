@@ -14,6 +14,7 @@ mod cli;
 mod connections;
 mod conversations;
 mod files;
+mod import;
 mod long_conversations;
 mod mcp_servers;
 mod outbound;

@@ -358,3 +358,23 @@ pub async fn models(
 ) -> Result<Json<Vec<ProviderModels>>, ApiError> {
     Ok(Json(state.app.models().await?))
 }
+
+/// `POST /api/v1/import`: the file's conversations (a Llooma JSON export or ChatGPT's
+/// `conversations.json`, as the request body) brought into the caller's account; what came in
+/// and what did not.
+pub async fn import(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+    body: axum::body::Body,
+) -> Result<Json<llooma_types::ImportReport>, ApiError> {
+    let limit = llooma_core::import::MAX_IMPORT_BYTES;
+    let mut bytes = Vec::new();
+    crate::files::read_into(
+        body,
+        limit,
+        |limit_bytes| ApiError::ImportTooLarge { limit_bytes },
+        &mut bytes,
+    )
+    .await?;
+    Ok(Json(state.app.import_conversations(&signed_in.account.id, &bytes).await?))
+}

@@ -42,6 +42,9 @@ pub enum ApiError {
     /// A recording larger than one may be.
     #[error("the recording is larger than the limit of {limit_bytes} bytes")]
     RecordingTooLarge { limit_bytes: usize },
+    /// A file to import larger than one may be.
+    #[error("the file to import is larger than the limit of {limit_bytes} bytes")]
+    ImportTooLarge { limit_bytes: usize },
     #[error("send the body as JSON with Content-Type: application/json")]
     UnsupportedMediaType,
     /// A recording of a type no speech service reads.
@@ -140,6 +143,15 @@ impl IntoResponse for ApiError {
                 format!(
                     "This recording is larger than the {} MB a recording may be; record a \
                      shorter one (a few minutes at most), or send it in parts.",
+                    limit_bytes / (1024 * 1024)
+                ),
+            ),
+            ApiError::ImportTooLarge { limit_bytes } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "import_too_large",
+                format!(
+                    "This file is larger than the {} MB an import may be; ChatGPT's \
+                     conversations.json can be split into several files of whole conversations.",
                     limit_bytes / (1024 * 1024)
                 ),
             ),

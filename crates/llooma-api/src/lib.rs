@@ -168,6 +168,7 @@ pub fn router(state: AppState) -> Router {
         .route("/conversations/{id}/messages", post(conversations::send))
         .route("/conversations/{id}/export", get(conversations::export))
         .route("/conversations/{id}/files", post(files::upload))
+        .route("/import", post(conversations::import))
         .route("/files/{id}", get(files::download).delete(files::delete))
         .route("/files/{id}/thumbnail", get(files::thumbnail))
         .route("/admin/files", get(files::usage))

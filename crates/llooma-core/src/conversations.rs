@@ -217,7 +217,10 @@ impl App {
 
     /// The model a new conversation starts with when none was chosen: the account's last used
     /// one, else the instance's default, as long as its provider still exists.
-    async fn starting_model(&self, account_id: &str) -> Result<Option<(String, String)>, AppError> {
+    pub(crate) async fn starting_model(
+        &self,
+        account_id: &str,
+    ) -> Result<Option<(String, String)>, AppError> {
         let candidates = [
             self.store.last_model_used(account_id).await?,
             self.store.instance_settings().await?.default_model,

@@ -32,6 +32,7 @@ pub mod files;
 mod history_cache;
 pub mod icon_cache;
 pub mod icons;
+pub mod import;
 mod long_conversations;
 pub mod mcp_servers;
 pub mod mcp_watch;

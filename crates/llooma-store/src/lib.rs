@@ -17,6 +17,7 @@ mod consent;
 mod conversations;
 mod entities;
 mod files;
+mod import;
 mod inline;
 mod inline_orm;
 mod instance;
@@ -47,6 +48,7 @@ pub use catalogue::{CatalogueEntry, CatalogueRatings, CatalogueUsage, NewCatalog
 pub use consent::{ConsentInputs, NewGrant, NewRule, StoredGrant, StoredRule};
 pub use conversations::{Conversation, ConversationPatch, Message, StoredEvent};
 pub use files::{AddFileError, FileKind, NewFile, SentFile, StoredFile, UNSENT_FILES_KEPT_MS};
+pub use import::{ImportedConversation, ImportedMessage};
 pub use instance::{InstanceSettings, InstanceSettingsChange, InstanceState, SpeechSettings};
 pub use login_failures::FailureScope;
 pub use mcp_servers::{McpServer, NewMcpServer, Suspension, ToolSettings};

@@ -988,3 +988,25 @@ pub struct AdminSpeechView {
     /// was removed, one that lists no speech model).
     pub notes: Vec<String>,
 }
+
+/// What `POST /api/v1/import` brought into the account.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    /// What the file was: `llooma` (a conversation exported as JSON) or `chatgpt`.
+    pub source: String,
+    /// Conversations and messages brought in.
+    pub conversations: usize,
+    pub messages: usize,
+    /// Conversations not brought in, and why.
+    pub skipped: Vec<ImportSkipped>,
+    /// Messages left out of the conversations brought in (system messages, tools' output).
+    pub skipped_messages: usize,
+}
+
+/// A conversation of a file that was not brought in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImportSkipped {
+    pub title: String,
+    pub reason: String,
+}
