@@ -4,6 +4,7 @@
 mod driver;
 mod everyday;
 mod files;
+mod import;
 mod long_conversations;
 mod questions;
 mod usage;

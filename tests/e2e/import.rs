@@ -10,7 +10,7 @@ use crate::support::{Events, PASSWORD, Server, TestDb};
 
 /// A ChatGPT export of two conversations: one with an edited question (two branches), a tool's
 /// output and an image; one empty.
-fn chatgpt_export() -> Value {
+pub(crate) fn chatgpt_export() -> Value {
     let text = |s: &str| json!({"content_type": "text", "parts": [s]});
     let node = |id: &str, parent: Option<&str>, role: &str, content: Value, t: f64| {
         json!({"id": id, "parent": parent, "children": [],
