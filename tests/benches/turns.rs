@@ -51,8 +51,12 @@
 //!    and the bytes a turn sends the provider, the model's window 8,192 tokens (the oldest
 //!    messages summarized) against a window too large to need it;
 //!
+//! 10. importing a ChatGPT export of 50 MB (2,000 conversations of 12 exchanges): wall time and
+//!     the server's peak resident memory;
+//!
 //! Arguments (after `--`): the parts to run, by name (default: all): start, plain, gateway,
-//! everything, bot, concurrent, fan-out, fan-out-spread, idle-tabs, media, long, mcp-client.
+//! everything, bot, concurrent, fan-out, fan-out-spread, idle-tabs, media, long, import,
+//! mcp-client.
 //!
 //! Environment: `LLOOMA_BENCH_DATA_DIR` (optional: the servers' data folders there, on a disk,
 //! instead of tmpfs), `LLOOMA_BIN` (the release binary, required), `LLOOMA_BIN_BASELINE` and
@@ -119,7 +123,7 @@ fn main() {
     let started = Instant::now();
     let mut lines = Vec::new();
     tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap().block_on(async {
-        let parts: [(&str, Part); 11] = [
+        let parts: [(&str, Part); 12] = [
             ("start", |b| Box::pin(start_and_idle(b))),
             ("plain", |b| Box::pin(plain(b))),
             ("gateway", |b| Box::pin(gateway(b))),
@@ -131,6 +135,7 @@ fn main() {
             ("idle-tabs", |b| Box::pin(idle_tabs(b))),
             ("media", |b| Box::pin(media(b))),
             ("long", |b| Box::pin(long_conversation(b))),
+            ("import", |b| Box::pin(import_chatgpt(b))),
         ];
         for (name, part) in parts {
             if !runs(name) {
@@ -413,6 +418,7 @@ const ORDER_FAN_OUT_SPREAD: u32 = 71;
 const ORDER_IDLE_TABS: u32 = 75;
 const ORDER_MEDIA: u32 = 77;
 const ORDER_LONG: u32 = 78;
+const ORDER_IMPORT: u32 = 79;
 const ORDER_SERVER: u32 = 80;
 const ORDER_FAILED: u32 = 90;
 
@@ -1757,5 +1763,57 @@ async fn long_conversation(builds: Vec<Build>) -> Vec<Line> {
         Line::new(ORDER_LONG, case, "API, the whole conversation's size", whole_kib),
         Line::new(ORDER_LONG, case, "sent to the provider, window 10M tokens", sent_whole),
         Line::new(ORDER_LONG, case, "sent to the provider, window 8,192 tokens", sent_bounded),
+    ]
+}
+
+/// Part 10: a ChatGPT export of about 50 MB brought in at once.
+async fn import_chatgpt(builds: Vec<Build>) -> Vec<Line> {
+    let n = builds.len();
+    let case = "10. import of a 50 MB ChatGPT export";
+    let (mut took, mut peak, mut size) =
+        (vec![Cell::None; n], vec![Cell::None; n], vec![Cell::None; n]);
+    // 2,000 conversations of 12 exchanges, each message about 1 KB: about 50 MB as ChatGPT
+    // writes it.
+    let words = "the kite climbs over the river and the wind turns west again; ".repeat(16);
+    let mut all = Vec::new();
+    for c in 0..2000 {
+        let mut mapping = serde_json::Map::new();
+        mapping.insert("root".into(), json!({"id": "root", "parent": null, "message": null}));
+        let mut parent = "root".to_owned();
+        for m in 0..24 {
+            let id = format!("c{c}m{m}");
+            let role = if m % 2 == 0 { "user" } else { "assistant" };
+            mapping.insert(
+                id.clone(),
+                json!({"id": id, "parent": parent, "children": [], "message": {
+                    "id": id, "author": {"role": role, "name": null, "metadata": {}},
+                    "create_time": 1_700_000_000.0 + f64::from(c * 100 + m),
+                    "content": {"content_type": "text", "parts": [format!("{m}: {words}")]},
+                    "status": "finished_successfully", "metadata": {"model_slug": "gpt-4o"}
+                }}),
+            );
+            parent = id;
+        }
+        all.push(json!({"title": format!("Conversation {c}"), "create_time": 1_700_000_000.0,
+                        "mapping": mapping, "current_node": parent}));
+    }
+    let file = serde_json::to_vec(&Value::Array(all)).unwrap();
+    eprintln!("   the export: {:.1} MB", file.len() as f64 / 1e6);
+    for (b, build) in builds.iter().enumerate() {
+        let proc = Proc::start(build, &[]);
+        let mut tab = Tab::new(&proc.base);
+        assert_eq!(tab.register("root", PASSWORD).await.status, 201);
+        let started = Instant::now();
+        let report = tab.upload("/api/v1/import", file.clone()).await;
+        took[b] = Cell::Ms(started.elapsed().as_secs_f64() * 1e3);
+        assert_eq!(report.status, 200, "{}", report.text);
+        assert_eq!(report.json["conversations"], 2000);
+        peak[b] = Cell::Mib(peak_resident_mib(proc.pid()));
+        size[b] = Cell::Text(format!("{:.1} MB", file.len() as f64 / 1e6));
+    }
+    vec![
+        Line::new(ORDER_IMPORT, case, "the file", size),
+        Line::new(ORDER_IMPORT, case, "wall time to bring it in", took),
+        Line::new(ORDER_IMPORT, case, "server's peak resident memory", peak),
     ]
 }
