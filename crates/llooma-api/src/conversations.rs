@@ -376,5 +376,5 @@ pub async fn import(
         &mut bytes,
     )
     .await?;
-    Ok(Json(state.app.import_conversations(&signed_in.account.id, &bytes).await?))
+    Ok(Json(state.app.import_conversations(&signed_in.account.id, bytes).await?))
 }

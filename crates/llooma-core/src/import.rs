@@ -168,7 +168,14 @@ struct ChatGptMessage {
     #[serde(default)]
     content: Option<ChatGptContent>,
     #[serde(default)]
-    metadata: Option<Value>,
+    metadata: Option<ChatGptMetadata>,
+}
+
+/// Of a message's metadata (often large: search results, citations) only what is read.
+#[derive(Deserialize)]
+struct ChatGptMetadata {
+    #[serde(default)]
+    is_visually_hidden_from_conversation: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -221,7 +228,7 @@ fn from_chatgpt(all: Vec<ChatGptConversation>) -> Parsed {
             let hidden = message
                 .metadata
                 .as_ref()
-                .is_some_and(|m| m["is_visually_hidden_from_conversation"].as_bool() == Some(true));
+                .is_some_and(|m| m.is_visually_hidden_from_conversation == Some(true));
             let role = match message.author.role.as_str() {
                 "user" => "user",
                 "assistant" => "assistant",
@@ -323,9 +330,11 @@ impl App {
     pub async fn import_conversations(
         &self,
         account_id: &str,
-        bytes: &[u8],
+        bytes: Vec<u8>,
     ) -> Result<ImportReport, AppError> {
-        let parsed = parse(bytes)?;
+        let parsed = parse(&bytes)?;
+        // The file is not needed any more: not held beside what is stored from it.
+        drop(bytes);
         let (provider_id, model) = self.starting_model(account_id).await?.unzip();
         let mut report = ImportReport {
             source: parsed.source.to_owned(),
