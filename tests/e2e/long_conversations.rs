@@ -223,8 +223,16 @@ async fn windows_come_from_the_administrator_then_the_provider_then_the_default(
         .as_str()
         .unwrap()
         .to_owned();
+    // A short conversation's reply waits for no question to the provider: the default.
     let said = exchange(&mut tab, &id, "hello", None).await;
+    assert_eq!(said["context"]["windowTokens"], 16000, "{said}");
+    assert!(!model.requests().iter().any(|r| r.path == "/api/show"));
+    // One whose size may matter: asked once, then what it said.
+    let said = exchange(&mut tab, &id, &"a long question ".repeat(300), None).await;
     assert_eq!(said["context"]["windowTokens"], 32768, "{said}");
+    let said = exchange(&mut tab, &id, "and a short one", None).await;
+    assert_eq!(said["context"]["windowTokens"], 32768, "{said}");
+    assert_eq!(model.requests().iter().filter(|r| r.path == "/api/show").count(), 1);
 
     let path = format!("/api/v1/admin/providers/{provider}/context-windows");
     let small = tab.send("PUT", &path, Some(json!({"windows": {"fake-model": 12}}))).await;

@@ -202,9 +202,22 @@ pub async fn export(
     Path(id): Path<String>,
     ApiQuery(query): ApiQuery<ExportQuery>,
 ) -> Result<axum::response::Response, ApiError> {
-    use axum::response::IntoResponse;
     let format = ExportFormat::parse(&query.format)?;
     let exported = state.app.export_conversation(&signed_in.account.id, &id, format).await?;
+    Ok(download(exported))
+}
+
+/// `GET /api/v1/me/export`: everything of the caller's account as one JSON file to download.
+pub async fn export_account(
+    State(state): State<AppState>,
+    signed_in: SignedIn,
+) -> Result<axum::response::Response, ApiError> {
+    Ok(download(state.app.export_account(&signed_in.account.id).await?))
+}
+
+/// An export as a file to download, never shown in place.
+fn download(exported: llooma_core::export::Exported) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let mut response = exported.body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(exported.content_type));
@@ -214,7 +227,7 @@ pub async fn export(
         content_disposition(Disposition::Attachment, &exported.file_name),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
-    Ok(response)
+    response
 }
 
 /// `PATCH /api/v1/conversations/{id}`: title, model, persona, and the MCP tools switch.

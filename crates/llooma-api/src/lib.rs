@@ -118,6 +118,7 @@ pub fn router(state: AppState) -> Router {
         .route("/auth/login", post(auth::login))
         .route("/auth/logout", post(auth::logout))
         .route("/me", get(auth::me).delete(auth::delete_me))
+        .route("/me/export", get(conversations::export_account))
         .route("/me/password", post(auth::change_password))
         .route("/me/preferences", get(auth::preferences).patch(auth::set_preferences))
         .route("/admin/settings", get(admin::get_settings).patch(admin::patch_settings))

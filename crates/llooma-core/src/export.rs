@@ -48,6 +48,9 @@ pub struct Exported {
 /// The format's version in a JSON export: raised when its shape changes incompatibly.
 pub const JSON_EXPORT_VERSION: u32 = 1;
 
+/// Conversations read per page while an account is archived.
+const ARCHIVE_PAGE: u64 = 200;
+
 impl App {
     /// The account's conversation `id` as `format`. `NotFound` when it is not the account's.
     pub async fn export_conversation(
@@ -72,6 +75,91 @@ impl App {
                 body: serde_json::to_string_pretty(&json_export(&detail, exported_at))
                     .map_err(|e| AppError::Internal(format!("writing an export: {e}")))?,
             },
+        })
+    }
+}
+
+impl App {
+    /// Everything of the account as one JSON file: its conversations (each as a conversation's
+    /// JSON export), personas with their memory, prompts, MCP servers (never their tokens),
+    /// tool settings and preferences. Files are listed in their messages, not embedded.
+    pub async fn export_account(&self, account_id: &str) -> Result<Exported, AppError> {
+        let account = self.store.account(account_id).await?.ok_or(AppError::NotFound)?;
+        let exported_at = llooma_store::ms_to_rfc3339(llooma_store::now_ms());
+        let mut conversations = Vec::new();
+        let mut before: Option<(i64, String)> = None;
+        loop {
+            let cursor = before.as_ref().map(|(at, id)| (*at, id.as_str()));
+            let page = self.store.list_conversations(account_id, cursor, ARCHIVE_PAGE).await?;
+            for conversation in &page {
+                let detail = self.conversation_detail(account_id, &conversation.id).await?;
+                conversations.push(json_export(&detail, &exported_at));
+            }
+            match page.last() {
+                Some(last) if page.len() as u64 == ARCHIVE_PAGE => {
+                    before = Some((last.updated_at_ms, last.id.clone()));
+                }
+                _ => break,
+            }
+        }
+        let mut personas = Vec::new();
+        for persona in self.store.personas(account_id).await? {
+            let memory: Vec<Value> = self
+                .store
+                .memory_notes(&persona.id)
+                .await?
+                .into_iter()
+                .map(|note| {
+                    json!({"content": note.content, "createdAt": llooma_store::ms_to_rfc3339(note.created_at_ms)})
+                })
+                .collect();
+            personas.push(json!({
+                "name": persona.name, "prompt": persona.prompt,
+                "memoryEnabled": persona.memory_enabled, "memory": memory,
+            }));
+        }
+        let prompts: Vec<Value> = self
+            .store
+            .tool_wordings(account_id)
+            .await?
+            .into_iter()
+            .map(|(tool, description)| json!({"tool": tool, "description": description}))
+            .collect();
+        // Addresses and switches only: a token is a secret of the instance's, never written out.
+        let servers: Vec<Value> = self
+            .store
+            .list_mcp_servers(account_id)
+            .await?
+            .into_iter()
+            .map(|server| {
+                json!({
+                    "label": server.label, "url": server.address, "enabled": server.enabled,
+                    "hadToken": server.token_ciphertext.is_some(),
+                })
+            })
+            .collect();
+        let tools = self.store.tool_settings(account_id).await?;
+        let preferences = self.store.preferences(account_id).await?;
+        let archive = json!({
+            "format": "llooma.account",
+            "version": JSON_EXPORT_VERSION,
+            "exportedAt": exported_at,
+            "account": {"username": account.username, "displayName": account.display_name},
+            "conversations": conversations,
+            "personas": personas,
+            "prompts": prompts,
+            "mcpServers": servers,
+            "settings": {
+                "toolBudget": tools.tool_budget, "mcpEverywhere": tools.mcp_everywhere,
+                "announceMode": tools.announce_mode,
+                "titlesFromModel": preferences.titles_from_model,
+            },
+        });
+        Ok(Exported {
+            file_name: format!("llooma-{}.json", file_stem(&account.username)),
+            content_type: "application/json",
+            body: serde_json::to_string(&archive)
+                .map_err(|e| AppError::Internal(format!("writing an archive: {e}")))?,
         })
     }
 }

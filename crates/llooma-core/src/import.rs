@@ -37,8 +37,11 @@ pub struct Parsed {
     pub skipped: Vec<ImportSkipped>,
     /// Messages left out of conversations that were brought in.
     pub skipped_messages: usize,
-    /// What the file was: `llooma` or `chatgpt`.
+    /// What the file was: `llooma` (a conversation), `llooma-account` (an account's archive)
+    /// or `chatgpt`.
     pub source: &'static str,
+    /// An archive's personas: name, prompt, whether memory is on.
+    pub personas: Vec<(String, String, bool)>,
 }
 
 /// Reads a file of conversations; an error says what the file should be.
@@ -58,22 +61,42 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, AppError> {
             Ok(from_chatgpt(all))
         }
         b'{' => {
-            let export: LloomaExport =
+            let kind: Kind =
                 serde_json::from_slice(bytes).map_err(|e| broken("Llooma export", &e))?;
-            if export.format != "llooma.conversation" {
-                return Err(not_ours());
-            }
-            if export.version > crate::export::JSON_EXPORT_VERSION {
+            if kind.version > crate::export::JSON_EXPORT_VERSION {
                 return Err(AppError::invalid(
                     "invalid_import",
                     format!(
                         "This export was written by a newer Llooma (format version {}); \
                          update this instance to bring it in.",
-                        export.version
+                        kind.version
                     ),
                 ));
             }
-            Ok(from_llooma(export))
+            match kind.format.as_str() {
+                "llooma.conversation" => {
+                    let export: LloomaExport =
+                        serde_json::from_slice(bytes).map_err(|e| broken("Llooma export", &e))?;
+                    let mut parsed = Parsed { source: "llooma", ..Parsed::default() };
+                    from_llooma(&mut parsed, export);
+                    Ok(parsed)
+                }
+                "llooma.account" => {
+                    let archive: LloomaArchive = serde_json::from_slice(bytes)
+                        .map_err(|e| broken("Llooma account archive", &e))?;
+                    let mut parsed = Parsed { source: "llooma-account", ..Parsed::default() };
+                    for export in archive.conversations {
+                        from_llooma(&mut parsed, export);
+                    }
+                    parsed.personas = archive
+                        .personas
+                        .into_iter()
+                        .map(|p| (p.name, p.prompt, p.memory_enabled))
+                        .collect();
+                    Ok(parsed)
+                }
+                _ => Err(not_ours()),
+            }
         }
         _ => Err(not_ours()),
     }
@@ -91,10 +114,34 @@ fn broken(what: &str, error: &serde_json::Error) -> AppError {
     )
 }
 
+/// What a Llooma file is, read first.
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(default)]
+    format: String,
+    #[serde(default)]
+    version: u32,
+}
+
+#[derive(Deserialize)]
+struct LloomaArchive {
+    #[serde(default)]
+    conversations: Vec<LloomaExport>,
+    #[serde(default)]
+    personas: Vec<LloomaPersona>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LloomaPersona {
+    name: String,
+    prompt: String,
+    #[serde(default)]
+    memory_enabled: bool,
+}
+
 #[derive(Deserialize)]
 struct LloomaExport {
-    format: String,
-    version: u32,
     conversation: LloomaConversation,
     #[serde(default)]
     messages: Vec<LloomaMessage>,
@@ -119,10 +166,9 @@ fn ms_of(rfc3339: Option<&str>) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(rfc3339?).ok().map(|t| t.timestamp_millis())
 }
 
-fn from_llooma(export: LloomaExport) -> Parsed {
+fn from_llooma(parsed: &mut Parsed, export: LloomaExport) {
     let now = llooma_store::now_ms();
     let created = ms_of(export.conversation.created_at.as_deref()).unwrap_or(now);
-    let mut parsed = Parsed { source: "llooma", ..Parsed::default() };
     let mut messages = Vec::with_capacity(export.messages.len());
     for m in export.messages {
         let role = match m.role.as_str() {
@@ -136,8 +182,13 @@ fn from_llooma(export: LloomaExport) -> Parsed {
         let at = ms_of(m.created_at.as_deref()).unwrap_or(created);
         messages.push(ImportedMessage { role, content: bounded(m.content), created_at_ms: at });
     }
-    add(&mut parsed, title(&export.conversation.title), created, messages);
-    parsed
+    let name = title(&export.conversation.title);
+    if parsed.conversations.len() >= MAX_IMPORTED_CONVERSATIONS {
+        let reason = format!("a file brings at most {MAX_IMPORTED_CONVERSATIONS} conversations");
+        parsed.skipped.push(ImportSkipped { title: name, reason });
+        return;
+    }
+    add(parsed, name, created, messages);
 }
 
 #[derive(Deserialize)]
@@ -342,6 +393,19 @@ impl App {
             skipped_messages: parsed.skipped_messages,
             ..ImportReport::default()
         };
+        for (name, prompt, memory) in &parsed.personas {
+            match self.store.create_persona(account_id, name, prompt, *memory).await {
+                Ok(_) => report.personas += 1,
+                Err(err) => {
+                    let reason = match err {
+                        llooma_store::StoreError::NameTaken => "you have a persona of that name",
+                        _ => "it could not be stored; try the file again",
+                    };
+                    let title = format!("persona {name}");
+                    report.skipped.push(ImportSkipped { title, reason: reason.to_owned() });
+                }
+            }
+        }
         for conversation in &parsed.conversations {
             let stored = self
                 .store

@@ -60,26 +60,34 @@ impl App {
         meter: &Meter,
         keep: &mut Option<KeepHistory>,
     ) -> Result<u32, TurnError> {
-        let model = plan.request.model.clone();
-        let (tokens, _) =
-            self.context_window(plan.provider.as_ref(), &model, window.default_tokens).await;
         let request = &plan.request;
         let fixed = request.system_prompt.as_deref().map_or(0, str::len)
             + request.history.iter().map(|(_, text)| text.len()).sum::<usize>()
-            + request.attachments.iter().map(|a| a.text.len()).sum::<usize>();
+            + request.attachments.iter().map(|a| a.text.len()).sum::<usize>()
+            + request.images.len() * llooma_providers::IMAGE_WEIGHT;
+        // Below what the smallest window may hold, its size changes nothing this turn.
+        let ask = context_window::too_full(
+            context_window::MIN_WINDOW_TOKENS,
+            fixed + request.earlier.weight(),
+        );
+        let (tokens, _) = self
+            .context_window(plan.provider.as_ref(), &request.model, window.default_tokens, ask)
+            .await;
+        let request = &plan.request;
         if context_window::hopeless(tokens, fixed) {
             return Err(TurnError::TooLong {
                 used: context_window::tokens_of(fixed),
                 window: tokens,
             });
         }
-        if !context_window::too_full(tokens, fixed + request.earlier.bytes()) {
+        // Images weigh what a model counts for them, not their size as sent.
+        if !context_window::too_full(tokens, fixed + request.earlier.weight()) {
             return Ok(tokens);
         }
         let Some(earlier) = self.summarizable(plan).await? else { return Ok(tokens) };
         let sized: Vec<Sized> = earlier
             .iter()
-            .zip(plan.request.earlier.sizes())
+            .zip(plan.request.earlier.weights())
             .map(|(m, bytes)| Sized { from_person: m.role == "user", bytes })
             .collect();
         let Some(covered) = context_window::covered(tokens, fixed, &sized) else {

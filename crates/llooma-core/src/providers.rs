@@ -292,18 +292,25 @@ impl App {
 
     /// `model`'s context window in tokens, and where it was learned: as an administrator wrote
     /// it for the model, else as a provider on this machine or network says, else the
-    /// instance's `default`.
+    /// instance's `default`. The provider is asked only when `ask` (a conversation large enough
+    /// for its window to matter: a short one's reply waits for no round trip); otherwise what
+    /// it said lately, if anything.
     pub(crate) async fn context_window(
         &self,
         provider: Option<&Provider>,
         model: &str,
         default: u32,
+        ask: bool,
     ) -> (u32, WindowSource) {
         let Some(provider) = provider else { return (default, WindowSource::Default) };
         if let Some(&tokens) = provider.context_windows.get(model) {
             return (tokens, WindowSource::Administrator);
         }
-        match self.reported_model(provider, model).await.context_tokens {
+        let said = match ask {
+            true => self.reported_model(provider, model).await,
+            false => self.reported_models.get(&provider.id, model).unwrap_or_default(),
+        };
+        match said.context_tokens {
             Some(tokens) => {
                 (tokens.max(crate::context_window::MIN_WINDOW_TOKENS), WindowSource::Provider)
             }

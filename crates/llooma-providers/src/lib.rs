@@ -38,5 +38,6 @@ pub use speech::{
 };
 pub use types::{
     ChatEvent, ChatReply, ChatRequest, EncodedMessages, EncodedTool, EncodedTools, FinishReason,
-    Message, Metered, ModelInfo, Timeouts, ToolCall, ToolChoice, ToolDefinition, ToolsSize, Usage,
+    IMAGE_WEIGHT, Message, Metered, ModelInfo, Timeouts, ToolCall, ToolChoice, ToolDefinition,
+    ToolsSize, Usage,
 };

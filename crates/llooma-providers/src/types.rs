@@ -122,7 +122,14 @@ impl Message {
 pub struct EncodedMessages {
     pub(crate) each: Vec<Arc<RawValue>>,
     pub(crate) bytes: usize,
+    /// What each message weighs in a model's context, in bytes as text weighs: its bytes as
+    /// sent, with each image counted as [`IMAGE_WEIGHT`] instead of its `data:` URL.
+    pub(crate) weights: Vec<usize>,
 }
+
+/// What an image weighs in a model's context, in bytes of text: about 750 tokens (what a
+/// picture of a phone's screen costs most providers), however large its `data:` URL.
+pub const IMAGE_WEIGHT: usize = 3000;
 
 impl EncodedMessages {
     /// `messages`, written out.
@@ -149,9 +156,14 @@ impl EncodedMessages {
         self.bytes
     }
 
-    /// Each message's bytes as sent, in order.
-    pub fn sizes(&self) -> impl Iterator<Item = usize> + '_ {
-        self.each.iter().map(|one| one.get().len())
+    /// What each message weighs in a model's context, in order ([`IMAGE_WEIGHT`]).
+    pub fn weights(&self) -> impl Iterator<Item = usize> + '_ {
+        self.weights.iter().copied()
+    }
+
+    /// What they all weigh in a model's context.
+    pub fn weight(&self) -> usize {
+        self.weights.iter().sum()
     }
 
     /// Drops the first `n` messages (or all there are): a summary stands for them now.
@@ -160,6 +172,7 @@ impl EncodedMessages {
         for gone in self.each.drain(..n) {
             self.bytes -= gone.get().len();
         }
+        self.weights.drain(..n);
     }
 
     /// Each message as sent, in order.

@@ -57,10 +57,19 @@ impl EncodedMessages {
         if let Message::Encoded(run) = message {
             self.each.extend(run.each.iter().cloned());
             self.bytes += run.bytes;
+            self.weights.extend_from_slice(&run.weights);
             return;
         }
         let one = encode_message(message);
+        let images = match message {
+            Message::User { images, .. } => images.as_slice(),
+            _ => &[],
+        };
+        let urls: usize = images.iter().map(|url| url.len()).sum();
+        let weight =
+            one.get().len().saturating_sub(urls) + images.len() * crate::types::IMAGE_WEIGHT;
         self.bytes += one.get().len();
+        self.weights.push(weight);
         self.each.push(Arc::from(one));
     }
 }
@@ -408,6 +417,29 @@ impl ModelList {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_image_weighs_what_a_model_counts_for_it_not_its_size_as_sent() {
+        use crate::types::IMAGE_WEIGHT;
+        let photo: std::sync::Arc<str> =
+            format!("data:image/jpeg;base64,{}", "A".repeat(400_000)).into();
+        let mut messages = crate::EncodedMessages::encode(&[
+            crate::Message::user("hello"),
+            crate::Message::user_with_images("look", vec![photo.clone(), photo]),
+        ]);
+        let weights: Vec<usize> = messages.weights().collect();
+        assert!(messages.bytes() > 800_000);
+        assert!(
+            weights[1] > 2 * IMAGE_WEIGHT && weights[1] < 2 * IMAGE_WEIGHT + 200,
+            "{weights:?}"
+        );
+        assert_eq!(weights[0], r#"{"role":"user","content":"hello"}"#.len());
+        // Carried along when messages are encoded again, and dropped with them.
+        let again = crate::EncodedMessages::encode(&[crate::Message::Encoded(messages.clone())]);
+        assert_eq!(again.weight(), messages.weight());
+        messages.drop_first(1);
+        assert_eq!((messages.weight(), messages.len()), (weights[1], 1));
+    }
     use super::*;
     use crate::types::{ToolCall, ToolDefinition, ToolsSize};
 

@@ -1002,6 +1002,9 @@ pub struct ImportReport {
     pub skipped: Vec<ImportSkipped>,
     /// Messages left out of the conversations brought in (system messages, tools' output).
     pub skipped_messages: usize,
+    /// Personas brought in (from an account's archive).
+    #[serde(default)]
+    pub personas: usize,
 }
 
 /// A conversation of a file that was not brought in.
