@@ -153,3 +153,76 @@ async fn conversations_come_in_from_chatgpt_and_from_a_llooma_export_and_other_f
         server.tab().upload("/api/v1/import", chatgpt_export().to_string().into_bytes()).await;
     assert_eq!(signed_out.status, 401);
 }
+
+#[tokio::test]
+async fn an_account_s_archive_holds_everything_but_secrets_and_comes_back_into_another_account() {
+    let Some(peer) = crate::peers::gateway(Some("gateway-token-123")) else { return };
+    let model = FakeModel::start([Reply::text("At noon.")]).await.unwrap();
+    let db = TestDb::new();
+    let server = Server::start(
+        &db,
+        &[("PROVIDER_ALLOWED_ORIGINS", &model.origin()), ("MCP_ALLOWED_ORIGINS", &peer.origin())],
+    );
+    let (mut tab, id) = crate::conversations::setup(&server, &model).await;
+    let mut events = Events::open(&tab, &format!("/api/v1/conversations/{id}/events"), None).await;
+    tab.post(&format!("/api/v1/conversations/{id}/messages"), json!({"content": "High tide?"}))
+        .await;
+    while events.next().await.0 != "end" {}
+    let persona =
+        json!({"name": "Sailor", "prompt": "Speak like a sailor.", "memoryEnabled": true});
+    assert_eq!(tab.post("/api/v1/personas", persona).await.status, 201);
+    let server_token = "gateway-token-123";
+    let added = tab
+        .post(
+            "/api/v1/mcp/servers",
+            json!({"label": "tides", "address": peer.url(), "token": server_token}),
+        )
+        .await;
+    assert_eq!(added.status, 201, "{added:?}");
+
+    let (status, headers, body) = tab.fetch("/api/v1/me/export").await;
+    assert_eq!(status, 200);
+    let disposition = headers["content-disposition"].to_str().unwrap().to_owned();
+    assert!(
+        disposition.starts_with("attachment") && disposition.contains("llooma-root"),
+        "{disposition}"
+    );
+    let text = String::from_utf8(body.clone()).unwrap();
+    assert!(!text.contains(server_token), "the archive holds a token");
+    let archive: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(archive["format"], "llooma.account");
+    assert_eq!(archive["account"]["username"], "root");
+    assert_eq!(archive["conversations"][0]["messages"][1]["content"], "At noon.");
+    assert_eq!(archive["personas"][0]["name"], "Sailor");
+    assert!(archive["settings"]["toolBudget"].is_number(), "{}", archive["settings"]);
+    let servers = &archive["mcpServers"];
+    assert_eq!(
+        (servers[0]["label"].as_str(), servers[0]["hadToken"].as_bool()),
+        (Some("tides"), Some(true)),
+        "{servers}"
+    );
+
+    // Into another account: its conversations and personas.
+    tab.send("PATCH", "/api/v1/admin/settings", Some(json!({"registrationOpen": true}))).await;
+    let mut bob = server.tab();
+    bob.register("bob", PASSWORD).await;
+    let report = bob.upload("/api/v1/import", body).await;
+    assert_eq!(report.status, 200, "{report:?}");
+    assert_eq!(report.json["source"], "llooma-account");
+    assert_eq!(
+        (report.json["conversations"].as_u64(), report.json["personas"].as_u64()),
+        (Some(1), Some(1))
+    );
+    let list = bob.get("/api/v1/conversations").await.json;
+    let copy = list[0]["id"].as_str().unwrap().to_owned();
+    let detail = bob.get(&format!("/api/v1/conversations/{copy}")).await.json;
+    assert_eq!(detail["messages"][0]["content"], "High tide?");
+    let personas = bob.get("/api/v1/personas").await.json;
+    assert_eq!(personas[0]["name"], "Sailor", "{personas}");
+    // Twice: the persona's name is taken, said so; the conversation comes again.
+    let again = bob.upload("/api/v1/import", text.into_bytes()).await;
+    assert_eq!(again.json["personas"], 0);
+    assert_eq!(again.json["skipped"][0]["title"], "persona Sailor", "{again:?}");
+    // Signed out: nothing.
+    assert_eq!(server.tab().fetch("/api/v1/me/export").await.0, 401);
+}

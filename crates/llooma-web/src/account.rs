@@ -60,10 +60,17 @@ pub fn SettingsAccount(me: Me) -> impl IntoView {
                     {format!("Signed in as {} ({}), {role} of this instance.", me.display_name, me.username)}
                 </p>
                 <p><a class="usage-link" href="/settings/usage">"Your usage, spend and limits"</a></p>
+                <h2>"Take your data out"</h2>
+                <section class="card stack take-out">
+                    <p>
+                        "One JSON file with everything of your account: conversations with their replies' timelines, personas and their memory, prompts, MCP servers (never their tokens) and settings. It can be brought into another account or instance below."
+                    </p>
+                    <p><a class="export-account" href="/api/v1/me/export" download="">"Download everything"</a></p>
+                </section>
                 <h2>"Bring conversations in"</h2>
                 <section class="card stack import">
                     <p>
-                        "From a conversation exported from Llooma as JSON, or from ChatGPT: its data export (Settings → Data controls → Export) sends a zip holding conversations.json; choose that file. The person's and the model's words come in with their times; images, files and tools' output do not."
+                        "From a conversation exported from Llooma as JSON, an account's file from Download everything (its conversations and personas), or from ChatGPT: its data export (Settings → Data controls → Export) sends a zip holding conversations.json; choose that file. The person's and the model's words come in with their times; images, files and tools' output do not."
                     </p>
                     <label class="file-button">
                         {move || if importing.get() { "Bringing them in…" } else { "Choose a file to import" }}
@@ -115,6 +122,11 @@ fn import_report(report: llooma_types::ImportReport) -> impl IntoView {
         plural(report.conversations, "conversation", "conversations"),
         plural(report.messages, "message", "messages")
     );
+    let brought = if report.personas > 0 {
+        format!("{brought} And {}.", plural(report.personas, "persona", "personas"))
+    } else {
+        brought
+    };
     let left = (report.skipped_messages > 0).then(|| {
         format!(
             "{} left out (system messages, tools' output).",
