@@ -44,6 +44,18 @@ pub struct Message {
     pub created_at_ms: i64,
 }
 
+impl From<messages::Model> for Message {
+    fn from(m: messages::Model) -> Self {
+        Message {
+            id: m.id,
+            role: m.role,
+            content: m.content,
+            turn_id: m.turn_id,
+            created_at_ms: m.created_at_ms,
+        }
+    }
+}
+
 /// One entry of a conversation's event log: a [`llooma_types::TurnEvent`] as it was encoded
 /// when it was written, with its number.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -344,17 +356,7 @@ impl Store {
         }
         let older = newest_first.len() > size;
         newest_first.truncate(size);
-        let page = newest_first
-            .into_iter()
-            .rev()
-            .map(|m| Message {
-                id: m.id,
-                role: m.role,
-                content: m.content,
-                turn_id: m.turn_id,
-                created_at_ms: m.created_at_ms,
-            })
-            .collect();
+        let page = newest_first.into_iter().rev().map(Message::from).collect();
         Ok((page, older))
     }
 
@@ -388,13 +390,7 @@ impl Store {
             .all(&self.db)
             .await?
             .into_iter()
-            .map(|m| Message {
-                id: m.id,
-                role: m.role,
-                content: m.content,
-                turn_id: m.turn_id,
-                created_at_ms: m.created_at_ms,
-            })
+            .map(Message::from)
             .collect())
     }
 
