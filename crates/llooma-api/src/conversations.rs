@@ -157,8 +157,8 @@ pub async fn list(
 }
 
 /// `GET /api/v1/conversations/{id}`: the conversation with its messages.
+/// Other parameters are ignored, as they were before pages existed.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PageQuery {
     /// How many of the newest messages (before `before`); absent: all of them.
     limit: Option<u64>,
