@@ -138,6 +138,8 @@ async fn browser_a_hostile_view_reaches_nothing_and_the_page_stays_usable() {
     browser.goto(&format!("{base}/c/{id}")).await;
     browser.wait_live().await;
     browser.type_into("textarea[name=message]", "probe it").await;
+    // The view floods from when it is drawn, after this reply: no earlier.
+    let flood_from = std::time::Instant::now();
     browser.click("button.send").await;
     browser.wait_text(".card.approval", "probe").await;
     browser.click(".card.approval button.allow").await;
@@ -175,8 +177,13 @@ async fn browser_a_hostile_view_reaches_nothing_and_the_page_stays_usable() {
     assert!(said("answer secret").contains("not made"), "{report}");
     // One call at a time: the next waits until the person answered the last.
     assert!(said("answer other").contains("last call still waits for the person"), "{report}");
-    let answered: u32 = said("flood answers").parse().unwrap_or(0);
-    assert!(answered <= 100, "{answered} of 5000 flooding requests answered");
+    // At most 100 a second: a flood sent over a slow second or two gets each second's share.
+    let answered: u64 = said("flood answers").parse().unwrap_or(0);
+    let seconds = flood_from.elapsed().as_secs() + 1;
+    assert!(
+        answered <= 100 * seconds && answered < 5000,
+        "{answered} of 5000 flooding requests answered within {seconds} s"
+    );
 
     // Nothing left the frame: the page is where it was, the view no taller than allowed, and
     // the private address was never asked.
