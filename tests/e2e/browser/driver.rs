@@ -218,17 +218,19 @@ impl Browser {
     /// blank may be swapped for another process when its cross-origin document arrives, and
     /// the driver would go on reading the blank one. So it enters again until it is there.
     pub async fn enter_frame(&self, css: &str) {
-        let deadline = Instant::now() + WAIT;
+        // A frame loads its own document from the instance: on a busy machine, slowly.
+        let deadline = Instant::now() + 2 * WAIT;
         let loaded = "return location.href !== 'about:blank' && document.readyState === 'complete'";
         loop {
             let id = self.find(&format!("{css}[src]")).await;
             self.must("POST", "/frame", Some(json!({"id": {ELEMENT: id}}))).await;
             for _ in 0..20 {
                 let body = json!({"script": loaded, "args": []});
-                if let Ok(Value::Bool(true)) =
-                    self.command("POST", "/execute/sync", Some(body)).await
-                {
-                    return;
+                match self.command("POST", "/execute/sync", Some(body)).await {
+                    Ok(Value::Bool(true)) => return,
+                    Ok(_) => {}
+                    // The frame entered is gone (the page drew it anew): enter the new one.
+                    Err(_) => break,
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
